@@ -1,0 +1,1 @@
+"""Layers: ``from pyg_agg.nn import GATv2Conv, PNAConv, LCMAggregation, ...``."""

@@ -1,0 +1,109 @@
+"""Input validation shared by every kernel: clear errors naming the argument."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+_validation_enabled = True
+
+
+def set_validation(enabled: bool) -> None:
+    """Turns the data-dependent index checks (range, sign) on or off.
+
+    They cost one min/max pass over the index (and a device sync on GPU);
+    shape, dtype and device checks always run.
+    """
+    global _validation_enabled
+    _validation_enabled = bool(enabled)
+
+
+def check_index(
+    index: Tensor,
+    src: Tensor,
+    dim: int,
+    dim_size: Optional[int],
+    name: str = "index",
+) -> int:
+    """Validates a scatter index against ``src`` and returns the output size.
+
+    Raises:
+        TypeError: ``index`` is not an integer tensor.
+        ValueError: wrong rank or length, negative or out-of-range entries.
+        RuntimeError: ``index`` and ``src`` live on different devices.
+    """
+    if not isinstance(index, Tensor):
+        raise TypeError(f"`{name}` must be a torch.Tensor (got {type(index).__name__})")
+    if index.dtype not in (torch.int64, torch.int32):
+        raise TypeError(
+            f"`{name}` must be an integer tensor (torch.long or torch.int), "
+            f"got dtype {index.dtype}"
+        )
+    if index.dim() != 1:
+        raise ValueError(
+            f"`{name}` must be one-dimensional, got shape {tuple(index.shape)}"
+        )
+    if index.device != src.device:
+        raise RuntimeError(
+            f"`{name}` is on {index.device} but `src` is on {src.device}; "
+            f"move both to the same device"
+        )
+    if index.numel() != src.size(dim):
+        raise ValueError(
+            f"`{name}` has {index.numel()} entries but `src` has "
+            f"{src.size(dim)} rows along dim {dim} (shape {tuple(src.shape)})"
+        )
+    if dim_size is not None and dim_size < 0:
+        raise ValueError(f"`dim_size` must be non-negative, got {dim_size}")
+    if index.numel() == 0:
+        return 0 if dim_size is None else int(dim_size)
+    if torch.compiler.is_compiling():
+        if dim_size is None:
+            raise ValueError("`dim_size` must be given under torch.compile")
+        return int(dim_size)
+    if not _validation_enabled and dim_size is not None:
+        return int(dim_size)
+    lo, hi = torch.aminmax(index)
+    lo, hi = int(lo), int(hi)
+    if lo < 0:
+        raise ValueError(f"`{name}` contains negative entries (min {lo})")
+    if dim_size is None:
+        return hi + 1
+    if hi >= dim_size:
+        raise ValueError(
+            f"`{name}` contains {hi}, out of range for dim_size={dim_size} "
+            f"(expected entries in [0, {dim_size - 1}])"
+        )
+    return int(dim_size)
+
+
+def check_ptr(ptr: Tensor, src: Tensor, dim: int) -> int:
+    """Validates a CSR pointer for ``src`` and returns the number of segments."""
+    if not isinstance(ptr, Tensor) or ptr.dtype not in (torch.int64, torch.int32):
+        raise TypeError("`ptr` must be an integer torch.Tensor (CSR offsets)")
+    if ptr.dim() != 1 or ptr.numel() < 1:
+        raise ValueError(
+            f"`ptr` must be one-dimensional with at least one entry, "
+            f"got shape {tuple(ptr.shape)}"
+        )
+    if ptr.device != src.device:
+        raise RuntimeError(f"`ptr` is on {ptr.device} but `src` is on {src.device}")
+    if _validation_enabled and not torch.compiler.is_compiling():
+        if int(ptr[0]) != 0 or int(ptr[-1]) != src.size(dim):
+            raise ValueError(
+                f"`ptr` must start at 0 and end at src.size({dim})={src.size(dim)}, "
+                f"got {int(ptr[0])}..{int(ptr[-1])}"
+            )
+        if ptr.numel() > 1 and bool((ptr[1:] < ptr[:-1]).any()):
+            raise ValueError("`ptr` must be non-decreasing")
+    return ptr.numel() - 1
+
+
+def normalize_dim(src: Tensor, dim: int) -> int:
+    d = dim + src.dim() if dim < 0 else dim
+    if not 0 <= d < max(src.dim(), 1):
+        raise ValueError(
+            f"`dim`={dim} is out of range for `src` with {src.dim()} dimensions"
+        )
+    return d

@@ -1,0 +1,97 @@
+"""Scatter reductions over an unsorted index: the hot path of every layer."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from pyg_agg.ops.backend import resolve_backend
+from pyg_agg.ops.checks import check_index, normalize_dim
+
+REDUCTIONS = ("sum", "mean", "min", "max")
+
+
+def broadcast_index(index: Tensor, src: Tensor, dim: int) -> Tensor:
+    """Views a 1-D ``index`` so it broadcasts against ``src`` along ``dim``."""
+    shape = [1] * src.dim()
+    shape[dim] = -1
+    return index.view(shape).expand_as(src)
+
+
+def segment_counts(index: Tensor, dim_size: int) -> Tensor:
+    """Number of entries per output slot (``[dim_size]``, int64)."""
+    return torch.bincount(index, minlength=dim_size)[:dim_size]
+
+
+def fill_empty(out: Tensor, counts: Tensor, dim: int, fill_value: float) -> Tensor:
+    """Sets the output slots with no incoming entry to ``fill_value``."""
+    shape = [1] * out.dim()
+    shape[dim] = -1
+    empty = (counts == 0).view(shape)
+    return out.masked_fill(empty, fill_value)
+
+
+def scatter(
+    src: Tensor,
+    index: Tensor,
+    dim: int = 0,
+    dim_size: Optional[int] = None,
+    reduce: str = "sum",
+    fill_value: float = 0.0,
+) -> Tensor:
+    r"""Reduces the slices of ``src`` that share an index along ``dim``.
+
+    .. math::
+        \mathrm{out}_i = \bigoplus_{j:\,\mathrm{index}_j = i} \mathrm{src}_j
+
+    Args:
+        src: The values, any shape ``[..., E, ...]`` with ``E`` at ``dim``.
+        index: ``[E]`` integer tensor of output slots, in any order.
+        dim: The dimension of ``src`` to reduce along.
+        dim_size: Number of output slots ``N``; ``index.max() + 1`` if None.
+        reduce: ``"sum"``, ``"mean"``, ``"min"`` or ``"max"``.
+        fill_value: The value of slots that receive no entry (never ±inf).
+
+    Returns:
+        ``src`` with ``dim`` resized to ``N``.
+
+    Gradients of ``min``/``max`` with the ``"torch"`` backend are split evenly
+    among tied entries; ``"torch_scatter"`` sends them all to one entry.
+    """
+    if reduce == "add":
+        reduce = "sum"
+    if reduce not in REDUCTIONS:
+        raise ValueError(f"`reduce` must be one of {REDUCTIONS}, got {reduce!r}")
+    dim = normalize_dim(src, dim)
+    n = check_index(index, src, dim, dim_size)
+    size = list(src.shape)
+    size[dim] = n
+    backend = resolve_backend(reduce, src.device.type)
+
+    if backend == "torch_scatter":
+        import torch_scatter
+
+        out = torch_scatter.scatter(src, index.long(), dim, dim_size=n, reduce=reduce)
+        if fill_value != 0:
+            out = fill_empty(out, segment_counts(index, n), dim, fill_value)
+        return out
+
+    if reduce in ("sum", "mean"):
+        out = src.new_zeros(size).index_add_(dim, index, src)
+        if reduce == "mean" or fill_value != 0:
+            counts = segment_counts(index, n)
+        if reduce == "mean":
+            shape = [1] * out.dim()
+            shape[dim] = -1
+            out = out / counts.clamp(min=1).view(shape).to(out.dtype)
+        if fill_value != 0:
+            out = fill_empty(out, counts, dim, fill_value)
+        return out
+
+    # min / max: slots with no entry keep the initial fill (include_self=False)
+    out = src.new_full(size, fill_value)
+    return out.scatter_reduce_(
+        dim, broadcast_index(index.long(), src, dim), src,
+        reduce="a" + reduce, include_self=False,
+    )
