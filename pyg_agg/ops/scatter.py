@@ -89,9 +89,37 @@ def scatter(
             out = fill_empty(out, counts, dim, fill_value)
         return out
 
-    # min / max: slots with no entry keep the initial fill (include_self=False)
-    out = src.new_full(size, fill_value)
-    return out.scatter_reduce_(
-        dim, broadcast_index(index.long(), src, dim), src,
-        reduce="a" + reduce, include_self=False,
-    )
+    return ScatterExtreme.apply(src, index.long(), dim, n, reduce, fill_value)
+
+
+class ScatterExtreme(torch.autograd.Function):
+    """Scatter min/max with a correct gradient.
+
+    ``scatter_reduce_(include_self=False)`` in torch <= 2.13 still compares
+    the initial ``self`` values against the result in backward, so when a
+    segment's extreme equals the fill value (e.g. a max over ReLU outputs of
+    0) half the gradient is silently dropped. Here ties are counted among the
+    segment's own entries only, and the gradient is split evenly among them.
+    """
+
+    @staticmethod
+    def forward(ctx, src, index, dim, dim_size, reduce, fill_value):  # type: ignore[override]
+        size = list(src.shape)
+        size[dim] = dim_size
+        index_b = broadcast_index(index, src, dim)
+        out = src.new_full(size, fill_value).scatter_reduce_(
+            dim, index_b, src, reduce="a" + reduce, include_self=False
+        )
+        ctx.dim = dim
+        ctx.save_for_backward(src, index, out)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):  # type: ignore[override]
+        src, index, out = ctx.saved_tensors
+        index_b = broadcast_index(index, src, ctx.dim)
+        is_extreme = (src == out.gather(ctx.dim, index_b)).to(src.dtype)
+        ties = torch.zeros_like(out).scatter_add_(ctx.dim, index_b, is_extreme)
+        share = is_extreme / ties.clamp(min=1).gather(ctx.dim, index_b)
+        return grad_out.gather(ctx.dim, index_b) * share, None, None, None, None, None

@@ -1,0 +1,28 @@
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+SHARED_DATA = Path(os.environ.get("PYG_AGG_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "datasets"))
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(12345)
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The read-only offline datasets beside the checkout (see its README)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"offline datasets not found at {SHARED_DATA} (set PYG_AGG_SHARED_DATA)")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    """A private writable cache so tests never share processed files."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("PYG_AGG_CACHE", str(path))
+    return path

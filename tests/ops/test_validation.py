@@ -1,0 +1,67 @@
+import pytest
+import torch
+
+from pyg_agg.ops import multi_aggregate, scatter, scatter_softmax, segment, use_backend
+
+
+def test_float_index_rejected():
+    with pytest.raises(TypeError, match="`index` must be an integer tensor"):
+        scatter(torch.randn(3, 2), torch.tensor([0.0, 1.0, 1.0]))
+
+
+def test_index_of_wrong_length():
+    with pytest.raises(ValueError, match="`index` has 2 entries but `src` has 3 rows"):
+        scatter(torch.randn(3, 2), torch.tensor([0, 1]))
+
+
+def test_index_of_wrong_rank():
+    with pytest.raises(ValueError, match="one-dimensional"):
+        scatter(torch.randn(3, 2), torch.tensor([[0, 1, 1]]))
+
+
+def test_negative_index():
+    with pytest.raises(ValueError, match="negative"):
+        scatter(torch.randn(3, 2), torch.tensor([0, -1, 1]))
+
+
+def test_index_out_of_range():
+    with pytest.raises(ValueError, match=r"contains 5, out of range for dim_size=4"):
+        multi_aggregate(torch.randn(3, 2), torch.tensor([0, 5, 1]), dim_size=4)
+
+
+def test_device_mismatch():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a second device type (CUDA) to mismatch against")
+    with pytest.raises(RuntimeError, match="same device"):
+        scatter(torch.randn(3, 2, device="cuda"), torch.tensor([0, 1, 1]))
+
+
+def test_meta_device_mismatch_reported():
+    # the meta device exercises the same check without a GPU
+    with pytest.raises(RuntimeError, match="`index` is on meta but `src` is on cpu"):
+        scatter(torch.randn(3, 2), torch.tensor([0, 1, 1], device="meta"))
+
+
+def test_unknown_reduce_and_backend():
+    with pytest.raises(ValueError, match="`reduce` must be one of"):
+        scatter(torch.randn(3, 2), torch.tensor([0, 1, 1]), reduce="median")
+    with pytest.raises(ValueError, match="Unknown backend"):
+        with use_backend("cuda_magic"):
+            pass
+
+
+def test_bad_ptr():
+    with pytest.raises(ValueError, match="must start at 0 and end at"):
+        segment(torch.randn(4, 2), torch.tensor([0, 2, 3]))
+    with pytest.raises(ValueError, match="non-decreasing"):
+        segment(torch.randn(4, 2), torch.tensor([0, 3, 2, 4]))
+
+
+def test_unknown_statistic():
+    with pytest.raises(ValueError, match="Unknown statistics"):
+        multi_aggregate(torch.randn(3, 2), torch.tensor([0, 1, 1]), stats=["median"])
+
+
+def test_softmax_index_checked():
+    with pytest.raises(ValueError, match="dim_size=2"):
+        scatter_softmax(torch.randn(3), torch.tensor([0, 1, 2]), dim_size=2)
