@@ -46,13 +46,17 @@ def writable_dataset_dir(src: Path, name: str) -> Path:
     Only the inputs are copied (everything except ``processed/``); the copy is
     refreshed when missing, so a loader can then write ``processed/`` beside it.
     """
-    if os.access(src, os.W_OK):
+    # root passes os.access on a read-only (mode 555) folder: honour the mode bits too
+    if os.access(src, os.W_OK) and Path(src).stat().st_mode & 0o200:
         return src
     dst = cache_root() / name
     if not dst.exists():
         tmp = dst.with_name(dst.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("processed"))
+        # copyfile, not copy2: the copy must not inherit the source's read-only modes
+        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("processed"),
+                        copy_function=shutil.copyfile)
+        os.chmod(tmp, 0o755)
         tmp.replace(dst)  # atomic: a half-copied folder is never used
     return dst
 
