@@ -1,1 +1,2 @@
 """Layers: ``from pyg_agg.nn import GATv2Conv, PNAConv, LCMAggregation, ...``."""
+from pyg_agg.nn.readout.histograph import HistoGraphReadout, HistoGraphWeights  # noqa: F401
