@@ -1,0 +1,1 @@
+from pyg_agg.nn.aggr.lcm import LCMAggregation  # noqa: F401
