@@ -1,1 +1,2 @@
 from pyg_agg.datasets.tu import load_tu  # noqa: F401
+from pyg_agg.datasets.second_minimum import SecondMinimum  # noqa: F401
