@@ -4,7 +4,9 @@ from pathlib import Path
 import pytest
 import torch
 
-SHARED_DATA = Path(os.environ.get("PYG_AGG_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "datasets"))
+# CI and sessions lay shared/ beside the checkout
+DEFAULT_SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+SHARED_DATA = Path(os.environ.get("PYG_AGG_SHARED_DATA", DEFAULT_SHARED))
 
 
 @pytest.fixture(autouse=True)

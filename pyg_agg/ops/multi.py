@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import math
-from typing import Iterable, Optional
+from collections.abc import Iterable
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -22,13 +23,19 @@ def multi_aggregate(
     fill_value: float = 0.0,
     std_mode: str = "pyg",
     eps: float = 1e-5,
+    concat: Optional[bool] = None,
 ) -> dict[str, Tensor]:
     r"""Computes several per-segment statistics of ``src`` at once.
 
-    Passes over the ``E x F`` messages: one ``index_add_`` over
-    ``[x, x**2]`` yields sum and sum of squares together (and so mean, var,
-    std); one ``amax`` over ``[x, -x]`` yields max and min together. Counts
-    come from ``bincount`` over the index alone.
+    Counts come from one ``bincount`` over the index, shared by every
+    statistic; mean, var and std are derived from the sum and the sum of
+    squares rather than reduced again, so at most four reductions touch the
+    ``E x F`` messages (sum, sum of squares, min, max). With ``concat=True``
+    they become two: one ``index_add_`` over ``[x, x**2]`` and one ``amax``
+    over ``[x, -x]``. That halves kernel launches (the default on CUDA) but
+    materialises ``E x 2F`` copies, which on CPU cost more time and memory
+    than they save (``benchmarks/bench_ops.py``), so CPU defaults to
+    separate passes.
 
     .. math::
         \mu_i = \tfrac{1}{d_i}\textstyle\sum_j x_j,\quad
@@ -50,6 +57,8 @@ def multi_aggregate(
         fill_value: Value of every statistic but ``count`` on empty segments.
         std_mode: ``"pyg"`` or ``"eps"`` (see above).
         eps: The :math:`\epsilon` of ``std``.
+        concat: Reduce concatenated ``[x, x**2]`` / ``[x, -x]`` in one pass
+            each; ``None`` picks ``True`` on CUDA, ``False`` elsewhere.
 
     Returns:
         A dict from statistic name to ``[N, *]`` (``count``: ``[N]``, int64).
@@ -67,20 +76,26 @@ def multi_aggregate(
     if "count" in wanted:
         out["count"] = counts
 
+    if concat is None:
+        concat = src.is_cuda
+    concat = concat and src.dim() > 1  # 1-D input has no feature axis to widen
+    width = feat[-1] if feat else 1
+
     need_sq = any(s in wanted for s in ("sumsq", "var", "std"))
     need_sum = need_sq or any(s in wanted for s in ("sum", "mean"))
     if need_sum:
-        moments = torch.cat([src, src * src], dim=-1) if need_sq else src
-        total = src.new_zeros((n,) + moments.shape[1:]).index_add_(0, index, moments)
-        if need_sq:
-            total, total_sq = total.split(feat[-1], dim=-1)
+        if need_sq and concat:
+            total, total_sq = _index_add(torch.cat([src, src * src], -1), index, n).split(width, -1)
+        else:
+            total = _index_add(src, index, n)
+            total_sq = _index_add(src * src, index, n) if need_sq else None
         denom = counts.clamp(min=1).to(src.dtype).view((n,) + (1,) * len(feat))
         mean = total / denom
         if "sum" in wanted:
             out["sum"] = total
         if "mean" in wanted:
             out["mean"] = mean
-        if need_sq:
+        if total_sq is not None:
             if "sumsq" in wanted:
                 out["sumsq"] = total_sq
             var = total_sq / denom - mean * mean
@@ -94,18 +109,19 @@ def multi_aggregate(
                     std = (var.relu() + eps).sqrt()
                 out["std"] = std
 
-    if "min" in wanted or "max" in wanted:
-        both = torch.cat([src, -src], dim=-1) if "min" in wanted else src
-        extreme = scatter(both, index, 0, n, reduce="max")
-        if "min" in wanted:
-            hi, neg_lo = extreme.split(feat[-1], dim=-1)
-            out["min"] = -neg_lo
-        else:
-            hi = extreme
-        if "max" in wanted:
-            out["max"] = hi
+    if "min" in wanted and "max" in wanted and concat:
+        hi, neg_lo = scatter(torch.cat([src, -src], -1), index, 0, n, "max").split(width, -1)
+        out["max"], out["min"] = hi, -neg_lo
+    else:
+        for reduce in ("min", "max"):
+            if reduce in wanted:
+                out[reduce] = scatter(src, index, 0, n, reduce)
 
     for name in out:
         if name != "count" and (fill_value != 0 or name == "std"):
             out[name] = fill_empty(out[name], counts, 0, fill_value)
     return out
+
+
+def _index_add(src: Tensor, index: Tensor, n: int) -> Tensor:
+    return src.new_zeros((n,) + src.shape[1:]).index_add_(0, index, src)

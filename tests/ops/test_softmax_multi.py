@@ -97,3 +97,13 @@ def test_std_of_constant_neighbourhood_has_zero_grad():
     std = multi_aggregate(src, torch.zeros(4, dtype=torch.long), 1, stats=("std",))["std"]
     std.sum().backward()
     assert std.abs().max() == 0 and src.grad.abs().max() == 0 and not math.isnan(src.grad.sum())
+
+
+def test_concat_and_separate_passes_agree():
+    src = torch.randn(200, 5, dtype=torch.float64)
+    index = torch.randint(0, 30, (200,))
+    stats = ("count", "sum", "mean", "sumsq", "var", "std", "min", "max")
+    a = multi_aggregate(src, index, 33, stats=stats, concat=True)
+    b = multi_aggregate(src, index, 33, stats=stats, concat=False)
+    for name in stats:
+        torch.testing.assert_close(a[name], b[name], msg=name)

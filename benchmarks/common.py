@@ -1,0 +1,113 @@
+"""Shared helpers for the side-by-side benchmarks: graphs, timing, peak memory.
+
+Peak memory on CPU is the rise of the process's resident-set high-water mark
+(``VmHWM``) over its resident size before the call; the mark is reset between
+measurements through ``/proc/self/clear_refs``. glibc's mmap threshold is
+pinned (``MALLOC_MMAP_THRESHOLD_``) so freed tensors really leave the resident
+set instead of being kept in the heap and reused unseen. On CUDA the torch
+allocator's peak statistics are used instead.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
+MMAP_THRESHOLD = "65536"
+
+
+def pin_malloc_threshold() -> None:
+    """Re-executes the script once with a fixed glibc mmap threshold."""
+    if os.environ.get("MALLOC_MMAP_THRESHOLD_") != MMAP_THRESHOLD:
+        env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=MMAP_THRESHOLD)
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        return int(re.search(field + r":\s+(\d+)", f.read()).group(1))
+
+
+def peak_memory_mib(fn: Callable[[], object], device: torch.device) -> float:
+    """Peak extra memory (MiB) used while running ``fn`` once."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated(device) - base) / 2**20
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current VmRSS
+    base = _status_kib("VmRSS")
+    fn()
+    return (_status_kib("VmHWM") - base) / 1024
+
+
+def median_time_s(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> float:
+    """Median wall time of ``fn`` over ``repeats`` runs after ``warmup``."""
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def power_law_graph(
+    num_nodes: int = 100_000,
+    num_edges: int = 1_000_000,
+    exponent: float = 2.1,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+) -> torch.Tensor:
+    """A directed ``[2, E]`` edge index whose in-degrees follow a power law.
+
+    Targets are drawn with probability proportional to ``rank^(-1/(exponent-1))``
+    (a Zipf-like tail with hub nodes), sources uniformly.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    weights = torch.arange(1, num_nodes + 1, dtype=torch.float64).pow(-1.0 / (exponent - 1))
+    dst = torch.multinomial(weights, num_edges, replacement=True, generator=gen)
+    dst = torch.randperm(num_nodes, generator=gen)[dst]  # hubs spread over ids
+    src = torch.randint(0, num_nodes, (num_edges,), generator=gen)
+    return torch.stack([src, dst]).to(device)
+
+
+def molecular_batch(
+    num_graphs: int = 128, avg_nodes: int = 25, seed: int = 0, device: str | torch.device = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch of small molecule-like graphs: a random spanning tree per graph
+    plus ~10% extra ring-closing bonds, both directions. Returns
+    ``(edge_index, batch)``."""
+    gen = torch.Generator().manual_seed(seed)
+    edges, batch, offset = [], [], 0
+    for g in range(num_graphs):
+        n = int(torch.randint(avg_nodes - 8, avg_nodes + 9, (1,), generator=gen))
+        child = torch.arange(1, n)
+        parent = (torch.rand(n - 1, generator=gen) * child).long()
+        extra = max(1, n // 10)
+        a = torch.randint(0, n, (extra,), generator=gen)
+        b = torch.randint(0, n, (extra,), generator=gen)
+        keep = a != b
+        und = torch.cat([torch.stack([parent, child]), torch.stack([a[keep], b[keep]])], 1)
+        edges.append(torch.cat([und, und.flip(0)], 1) + offset)
+        batch.append(torch.full((n,), g))
+        offset += n
+    return torch.cat(edges, 1).to(device), torch.cat(batch).to(device)
+
+
+def ratio_line(name: str, ours: float, theirs: float, unit: str) -> str:
+    return f"{name:<42} ours {ours:10.3f} {unit:<4} pyg {theirs:10.3f} {unit:<4} ratio {ours / theirs:6.2f}x"
