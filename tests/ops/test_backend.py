@@ -1,0 +1,63 @@
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from pyg_agg.ops import HAS_TORCH_SCATTER, get_backend, resolve_backend, use_backend
+from pyg_agg.ops.backend import AUTO_TABLE
+
+
+def test_auto_uses_torch_on_cpu_for_every_reduction():
+    # the measured choice recorded in AUTO_TABLE: native torch wins on CPU
+    assert get_backend() == "auto"
+    for op in ("sum", "mean", "min", "max", "segment_sum"):
+        assert resolve_backend(op, "cpu") == "torch"
+    assert not any(device == "cpu" for device, _ in AUTO_TABLE)
+
+
+def test_auto_cuda_choice_falls_back_without_extension():
+    expected = "torch_scatter" if HAS_TORCH_SCATTER else "torch"
+    assert resolve_backend("max", "cuda") == expected
+    assert resolve_backend("sum", "cuda") == "torch"
+
+
+def test_context_manager_overrides_and_restores():
+    with use_backend("torch"):
+        assert get_backend() == "torch"
+        assert resolve_backend("max", "cuda") == "torch"
+    assert get_backend() == "auto"
+
+
+def test_requesting_missing_extension_fails_clearly(monkeypatch):
+    monkeypatch.setattr("pyg_agg.ops.backend.HAS_TORCH_SCATTER", False)
+    with pytest.raises(RuntimeError, match="torch_scatter package is not importable"):
+        with use_backend("torch_scatter"):
+            pass
+
+
+def test_environment_variable_selects_backend():
+    code = "from pyg_agg.ops import get_backend; print(get_backend())"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={"PYG_AGG_BACKEND": "torch", "PATH": ""},
+        capture_output=True, text=True, check=True,
+    )
+    assert out.stdout.strip() == "torch"
+    bad = subprocess.run(
+        [sys.executable, "-c", code], env={"PYG_AGG_BACKEND": "nope", "PATH": ""},
+        capture_output=True, text=True,
+    )
+    assert bad.returncode != 0 and "Unknown backend 'nope'" in bad.stderr
+
+
+def test_compiled_scatter_matches_eager():
+    from pyg_agg.ops import multi_aggregate
+
+    def stats(src, index):
+        out = multi_aggregate(src, index, 8, stats=("mean", "std", "max"))
+        return out["mean"] + out["std"] - out["max"]
+
+    src = torch.randn(30, 4)
+    index = torch.randint(0, 8, (30,))
+    compiled = torch.compile(stats, backend="aot_eager", fullgraph=False)
+    torch.testing.assert_close(compiled(src, index), stats(src, index))
