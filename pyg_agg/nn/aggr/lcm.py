@@ -69,7 +69,7 @@ class LCMAggregation(Aggregation):
         chunk_size (int, optional): Number of pairs evaluated per operator
             call before a level is chunked and recomputed in backward;
             :obj:`None` evaluates every level in one call without
-            recomputation. (default: :obj:`16384`)
+            recomputation. (default: :obj:`8192`)
 
     Shapes:
         - **input:** :math:`(|\mathcal{E}|, F_{in})`, :obj:`index`
@@ -85,7 +85,7 @@ class LCMAggregation(Aggregation):
         project: bool = True,
         operator: Union[str, BinaryOperator] = "gru",
         learn_identity: bool = False,
-        chunk_size: Optional[int] = 16384,
+        chunk_size: Optional[int] = 8192,
     ) -> None:
         super().__init__()
         for name, value in (("in_channels", in_channels), ("out_channels", out_channels)):
@@ -143,13 +143,20 @@ class LCMAggregation(Aggregation):
 
     def combine(self, a: Tensor, b: Tensor) -> Tensor:
         r"""The binary operator :math:`a \oplus b` on rows of ``[P, F_out]``."""
+        rows = torch.arange(a.size(0), device=a.device)
+        return self._apply_operator(torch.cat([a, b]), rows, rows + a.size(0))
+
+    def _apply_operator(self, h: Tensor, left: Tensor, right: Tensor) -> Tensor:
+        """``h[left] ⊕ h[right]`` in one operator call."""
+        if self.operator == "custom":
+            return self.custom_operator(h.index_select(0, left), h.index_select(0, right))
+        # One call evaluates g(a, b) and g(b, a) for every pair.
+        first = h.index_select(0, torch.cat([left, right]))
+        second = h.index_select(0, torch.cat([right, left]))
         if self.operator == "gru":
-            # One GRUCell call evaluates g(a, b) and g(b, a) for every pair.
-            out = self.gru_cell(torch.cat([a, b]), torch.cat([b, a]))
-        elif self.operator == "mlp":
-            out = self.mlp(torch.cat([torch.cat([a, b], dim=1), torch.cat([b, a], dim=1)]))
+            out = self.gru_cell(first, second)
         else:
-            return self.custom_operator(a, b)
+            out = self.mlp(torch.cat([first, second], dim=1))
         return out.view(2, -1, self.out_channels).mean(dim=0)
 
     def associativity_loss(self, x: Tensor, num_triples: int = 256) -> Tensor:
@@ -230,7 +237,7 @@ class LCMAggregation(Aggregation):
         segment_ids = torch.arange(counts.numel(), device=h.device)
         single = counts == 1
         done_ids = [segment_ids[single]]
-        done_values = [h[order[starts[single]]]]
+        done_values = [h.index_select(0, order[starts[single]])]
 
         active = counts >= 2
         segment_ids, starts, counts = segment_ids[active], starts[active], counts[active]
@@ -252,7 +259,7 @@ class LCMAggregation(Aggregation):
 
             carried = odd  # an odd segment has >= 3 elements, so it continues
             carried_rows = order[(starts + counts - 1)[carried]]
-            h = torch.cat([pairs, h[carried_rows]])
+            h = torch.cat([pairs, h.index_select(0, carried_rows)])
 
             keep = ~finished
             new_counts = torch.where(keep, num_pairs + odd.long(), 0)
@@ -271,9 +278,10 @@ class LCMAggregation(Aggregation):
     def _combine_rows(self, h: Tensor, left: Tensor, right: Tensor) -> Tensor:
         """``h[left] ⊕ h[right]``, recomputed in chunks in backward if large."""
         if self.chunk_size is None or left.numel() <= self.chunk_size:
-            return self.combine(h[left], h[right])
+            return self._apply_operator(h, left, right)
         params = [p for p in self.operator_parameters() if p.requires_grad]
-        return _RecomputedPairs.apply(h, left, right, self.combine, self.chunk_size, *params)
+        return _RecomputedPairs.apply(h, left, right, self._apply_operator, self.chunk_size,
+                                      *params)
 
     def operator_parameters(self) -> list[Parameter]:
         """The parameters of the binary operator (not of the projection)."""
@@ -296,17 +304,17 @@ class LCMAggregation(Aggregation):
 
 
 class _RecomputedPairs(torch.autograd.Function):
-    """``combine(h[left], h[right])`` evaluated chunk by chunk without storing
-    the operator's activations; backward recomputes them one chunk at a time,
-    so the extra memory is O(chunk_size * F) instead of O(P * F)."""
+    """``apply(h, left, right)`` evaluated chunk by chunk without storing the
+    operator's activations; backward recomputes them one chunk at a time, so
+    the extra memory is O(chunk_size * F) instead of O(P * F)."""
 
     @staticmethod
-    def forward(ctx, h, left, right, combine, chunk_size, *params):  # type: ignore[override]
-        ctx.combine, ctx.chunk_size = combine, chunk_size
+    def forward(ctx, h, left, right, apply, chunk_size, *params):  # type: ignore[override]
+        ctx.apply_operator, ctx.chunk_size = apply, chunk_size
         ctx.save_for_backward(h, left, right, *params)
         with torch.no_grad():
             chunks = zip(left.split(chunk_size), right.split(chunk_size), strict=True)
-            return torch.cat([combine(h[lc], h[rc]) for lc, rc in chunks])
+            return torch.cat([apply(h, lc, rc) for lc, rc in chunks])
 
     @staticmethod
     @once_differentiable
@@ -315,16 +323,16 @@ class _RecomputedPairs(torch.autograd.Function):
         grad_h = torch.zeros_like(h)
         grad_params = [torch.zeros_like(p) for p in params]
         for start in range(0, left.numel(), ctx.chunk_size):
-            rows = slice(start, start + ctx.chunk_size)
+            chunk = slice(start, start + ctx.chunk_size)
+            rows = torch.cat([left[chunk], right[chunk]])
+            local = torch.arange(rows.numel(), device=h.device)
             with torch.enable_grad():
-                a = h[left[rows]].detach().requires_grad_()
-                b = h[right[rows]].detach().requires_grad_()
-                out = ctx.combine(a, b)
-                grads = torch.autograd.grad(out, [a, b, *params], grad_out[rows],
+                sub = h.detach().index_select(0, rows).requires_grad_()
+                out = ctx.apply_operator(sub, *local.chunk(2))
+                grads = torch.autograd.grad(out, [sub, *params], grad_out[chunk],
                                             allow_unused=True)
-            grad_h.index_add_(0, left[rows], grads[0])
-            grad_h.index_add_(0, right[rows], grads[1])
-            for total, grad in zip(grad_params, grads[2:], strict=True):
+            grad_h.index_add_(0, rows, grads[0])
+            for total, grad in zip(grad_params, grads[1:], strict=True):
                 if grad is not None:
                     total.add_(grad)
         return (grad_h, None, None, None, None, *grad_params)
