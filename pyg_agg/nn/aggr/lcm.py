@@ -200,6 +200,9 @@ class LCMAggregation(Aggregation):
                              f"got shape {tuple(x.shape)}")
         if ptr is not None:
             num_segments = check_ptr(ptr, x, 0)
+            if dim_size is not None and dim_size != num_segments:
+                raise ValueError(f"`dim_size`={dim_size} does not match the {num_segments} "
+                                 f"segments described by `ptr`")
             counts = (ptr[1:] - ptr[:-1]).long()
             order = torch.arange(x.size(0), device=x.device)
         elif index is not None:
@@ -208,9 +211,6 @@ class LCMAggregation(Aggregation):
             order = torch.argsort(index, stable=True)
         else:
             raise ValueError("One of `index` or `ptr` must be given")
-        if dim_size is not None and dim_size != num_segments:
-            raise ValueError(f"`dim_size`={dim_size} does not match the {num_segments} "
-                             f"segments described by `ptr`")
 
         if self.lin is not None:
             x = self.lin(x).relu()
@@ -255,7 +255,7 @@ class LCMAggregation(Aggregation):
 
             finished = counts == 2
             done_ids.append(segment_ids[finished])
-            done_values.append(pairs[pair_offset[finished]])
+            done_values.append(pairs.index_select(0, pair_offset[finished]))
 
             carried = odd  # an odd segment has >= 3 elements, so it continues
             carried_rows = order[(starts + counts - 1)[carried]]
