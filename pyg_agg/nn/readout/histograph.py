@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import LayerNorm, Linear, ModuleList
 
-from pyg_agg.ops import check_index, ptr_to_index, scatter, scatter_softmax, segment_counts
+from pyg_agg.ops import check_index, ptr_to_index, scatter, segment_counts
 from pyg_agg.ops.checks import check_ptr
 
 LAYER_WEIGHTINGS = ("signed", "softmax")
@@ -23,15 +23,13 @@ class HistoGraphWeights(NamedTuple):
     Attributes:
         layer: ``[B, L]`` layer weights :math:`\\alpha` per graph (``[N, L]``
             per node for ``level="node"``).
-        node_index: ``[2, P]`` (query node, key node) of every same-graph node
-            pair of stage 2, or None for ``level="node"``.
-        node: ``[P, heads]`` stage-2 attention of each pair (each query node's
-            weights sum to 1 per head), or None for ``level="node"``.
+        node: Stage-2 attention: one ``[heads, n_b, n_b]`` tensor per graph
+            (query node, key node; the graph's nodes in increasing index
+            order), each row summing to 1; None for ``level="node"``.
     """
 
     layer: Tensor
-    node_index: Optional[Tensor]
-    node: Optional[Tensor]
+    node: Optional[list[Tensor]]
 
 
 def sinusoidal_encoding(num_positions: int, channels: int) -> Tensor:
@@ -45,24 +43,13 @@ def sinusoidal_encoding(num_positions: int, channels: int) -> Tensor:
     return code
 
 
-def same_graph_pairs(batch: Tensor, num_graphs: int) -> tuple[Tensor, Tensor]:
-    """Every ordered pair ``(i, j)`` of nodes in the same graph.
-
-    ``batch`` need not be sorted. Returns ``row, col`` of length
-    :math:`\\sum_b n_b^2`, grouped by ``row``.
-    """
-    counts = segment_counts(batch, num_graphs)
-    graph_start = torch.cumsum(counts, 0) - counts
+def node_slots(batch: Tensor, counts: Tensor) -> Tensor:
+    """Position of every node among its graph's nodes (``batch`` may be unsorted)."""
     by_graph = torch.argsort(batch, stable=True)  # node ids listed graph by graph
-    partners = counts[batch]
-    num_pairs = int(partners.sum())
-    row = torch.repeat_interleave(
-        torch.arange(batch.numel(), device=batch.device), partners, output_size=num_pairs
-    )
-    row_start = torch.cumsum(partners, 0) - partners
-    rank = torch.arange(num_pairs, device=batch.device) - row_start[row]
-    col = by_graph[graph_start[batch[row]] + rank]
-    return row, col
+    graph_start = torch.cumsum(counts, 0) - counts
+    slot = torch.empty_like(batch)
+    slot[by_graph] = torch.arange(batch.numel(), device=batch.device) - graph_start[batch[by_graph]]
+    return slot
 
 
 class HistoGraphReadout(torch.nn.Module):
@@ -103,8 +90,11 @@ class HistoGraphReadout(torch.nn.Module):
     ``"softmax"`` uses :math:`\alpha_b = \mathrm{softmax}_l(c_b)` instead.
 
     **Stage 2, node attention**: multi-head self-attention among the nodes of
-    each graph only (a softmax over the graph's own nodes, so no graph sees
-    another), then residual + LayerNorm and a mean over the graph's nodes:
+    each graph only, then residual + LayerNorm and a mean over the graph's
+    nodes. Graphs of similar size (within a factor :math:`\sqrt 2`) are laid
+    out together as a padded ``[G, M, D]`` block and padding keys are masked
+    out of the softmax, so no graph sees another or its padding, and the work
+    stays within twice :math:`\sum_b n_b^2 D` however skewed the sizes are:
 
     .. math::
         Z = \mathrm{LN}\big(H + \mathrm{MHA}(H, H, H)\big),\qquad
@@ -238,20 +228,20 @@ class HistoGraphReadout(torch.nn.Module):
             alpha = self._normalise(scores)  # [N, L]
             h = (alpha.unsqueeze(-1) * x).sum(dim=1)
             out = self.lin_out(F.dropout(h, self.dropout, self.training))
-            return (out, HistoGraphWeights(alpha, None, None)) if return_weights else out
+            return (out, HistoGraphWeights(alpha, None)) if return_weights else out
 
         batch, num_graphs = self._resolve_batch(batch, ptr, size, num_nodes, x)
         alpha = self._normalise(scatter(scores, batch, 0, num_graphs, reduce="mean"))  # [B, L]
         h = (alpha[batch].unsqueeze(-1) * x).sum(dim=1)  # [N, D]
         h = F.dropout(h, self.dropout, self.training)
 
-        z, pairs, attn = self._node_attention(h, batch, num_graphs)
+        z, attn = self._node_attention(h, batch, num_graphs)
         if self.residual:
             z = z + h
         if self.norm is not None:
             z = self.norm(z)
         out = self.lin_out(scatter(z, batch, 0, num_graphs, reduce="mean"))
-        return (out, HistoGraphWeights(alpha, pairs, attn)) if return_weights else out
+        return (out, HistoGraphWeights(alpha, attn)) if return_weights else out
 
     def _normalise(self, c: Tensor) -> Tensor:
         """Layer weights from layer scores ``c`` ``[*, L]`` (see the class doc)."""
@@ -266,16 +256,51 @@ class HistoGraphReadout(torch.nn.Module):
 
     def _node_attention(
         self, h: Tensor, batch: Tensor, num_graphs: int
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """Multi-head self-attention within each graph over all node pairs."""
-        num_nodes, head_dim = h.size(0), self.hidden_channels // self.heads
-        query, key, value = self.in_proj(h).view(num_nodes, 3, self.heads, head_dim).unbind(1)
-        row, col = same_graph_pairs(batch, num_graphs)
-        score = (query[row] * key[col]).sum(dim=-1) / math.sqrt(head_dim)  # [P, heads]
-        attn = scatter_softmax(score, row, dim_size=num_nodes)
-        weights = F.dropout(attn, self.dropout, self.training)
-        z = scatter(weights.unsqueeze(-1) * value[col], row, 0, num_nodes, reduce="sum")
-        return self.out_proj(z.view(num_nodes, -1)), torch.stack([row, col]), attn
+    ) -> tuple[Tensor, list[Tensor]]:
+        """Multi-head self-attention within each graph, on padded blocks of
+        graphs of similar size, and each graph's ``[heads, n, n]`` weights."""
+        num_nodes, dim = h.size(0), self.hidden_channels
+        counts = segment_counts(batch, num_graphs)
+        slot = node_slots(batch, counts)
+        qkv = self.in_proj(h)
+        z = h.new_zeros(num_nodes, dim)
+        weights: list[Tensor] = [h.new_zeros(self.heads, 0, 0)] * num_graphs
+        # graphs whose sizes agree within a factor sqrt(2) share one padded block,
+        # so padding at most doubles the O(n^2) work however skewed the sizes are
+        bucket = torch.ceil(2 * torch.log2(counts.clamp(min=1).to(torch.float))).long()
+        bucket = bucket.masked_fill(counts == 0, -1)
+        for key in torch.unique(bucket).tolist():
+            if key < 0:
+                continue  # graphs without nodes
+            graphs = (bucket == key).nonzero().view(-1)
+            local = torch.full_like(counts, -1).index_copy(
+                0, graphs, torch.arange(graphs.numel(), device=h.device))
+            nodes = (local[batch] >= 0).nonzero().view(-1)
+            out, attn = self._dense_attention(
+                qkv[nodes], local[batch[nodes]], slot[nodes], counts[graphs])
+            z = z.index_copy(0, nodes, out)
+            for g, graph_attn, n in zip(graphs.tolist(), attn, counts[graphs].tolist(),
+                                        strict=True):
+                weights[g] = graph_attn[:, :n, :n]
+        return self.out_proj(z), weights
+
+    def _dense_attention(
+        self, qkv: Tensor, graph: Tensor, slot: Tensor, counts: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Attention of the nodes of ``counts.numel()`` graphs laid out as a
+        ``[G, M, 3D]`` block, padding keys masked out of the softmax."""
+        num_graphs, max_nodes = counts.numel(), int(counts.max())
+        head_dim = self.hidden_channels // self.heads
+        block = qkv.new_zeros(num_graphs, max_nodes, qkv.size(-1)).index_put((graph, slot), qkv)
+        block = block.view(num_graphs, max_nodes, 3, self.heads, head_dim).permute(2, 0, 3, 1, 4)
+        query, key, value = block.unbind(0)  # each [G, heads, M, head_dim]
+        score = query @ key.transpose(-1, -2) / math.sqrt(head_dim)  # [G, heads, M, M]
+        is_key = torch.arange(max_nodes, device=qkv.device) < counts.unsqueeze(1)  # [G, M]
+        score = score.masked_fill(~is_key[:, None, None, :], float("-inf"))
+        attn = torch.softmax(score, dim=-1)  # every graph here has a key: no all -inf row
+        out = F.dropout(attn, self.dropout, self.training) @ value
+        out = out.transpose(1, 2).reshape(num_graphs, max_nodes, -1)[graph, slot]
+        return out, attn
 
     def _split_history(self, history: Union[Tensor, Sequence[Tensor]]) -> list[Tensor]:
         """Validates ``history`` and returns it as a list of ``[N, F_l]``."""

@@ -115,11 +115,34 @@ def test_softmax_weighting_and_returned_attention():
     _, w = readout(history, batch, return_weights=True)
     assert w.layer.shape == (4, 3) and (w.layer >= 0).all()
     torch.testing.assert_close(w.layer.sum(-1), torch.ones(4))
-    row, col = w.node_index
-    assert w.node_index.shape[1] == sum(n * n for n in SIZES)
-    assert torch.equal(batch[row], batch[col])  # no cross-graph pair
-    per_query = torch.zeros(history.size(0), 2).index_add_(0, row, w.node)
-    torch.testing.assert_close(per_query, torch.ones_like(per_query))
+    assert [tuple(a.shape) for a in w.node] == [(2, n, n) for n in SIZES]
+    for attn in w.node:
+        torch.testing.assert_close(attn.sum(-1), torch.ones(attn.shape[:2]))
+
+
+def test_returned_attention_matches_torch_mha_per_graph():
+    readout = HistoGraphReadout(8, 3, 4, hidden_channels=16, heads=2).double().eval()
+    sizes = [2, 9, 3, 16, 1]  # several size buckets
+    history, batch = make_batch(sizes)
+    perm = torch.randperm(history.size(0))
+    _, w = readout(history[perm], batch[perm], return_weights=True)
+    _, w_sorted = readout(history, batch, return_weights=True)
+    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(readout.in_proj.weight)
+        mha.in_proj_bias.copy_(readout.in_proj.bias)
+    start = 0
+    for g, n in enumerate(sizes):
+        _, alpha = reference_graph(readout, history[start:start + n])
+        h = (alpha.view(1, -1, 1) * (torch.stack([e(history[start:start + n, i]) for i, e in
+             enumerate(readout.embed)], 1) + readout.layer_code.double())).sum(1)
+        expected = mha(h[None], h[None], h[None], average_attn_weights=False)[1][0]
+        torch.testing.assert_close(w_sorted.node[g], expected)
+        # with shuffled node ids, rows/cols follow the graph's nodes in increasing id order
+        ids = (batch[perm] == g).nonzero().view(-1)
+        order = perm[ids] - start
+        torch.testing.assert_close(w.node[g], expected[:, order][:, :, order])
+        start += n
 
 
 def test_without_residual_and_layer_norm():
