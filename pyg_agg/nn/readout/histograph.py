@@ -235,7 +235,7 @@ class HistoGraphReadout(torch.nn.Module):
         h = (alpha[batch].unsqueeze(-1) * x).sum(dim=1)  # [N, D]
         h = F.dropout(h, self.dropout, self.training)
 
-        z, attn = self._node_attention(h, batch, num_graphs)
+        z, attn = self._node_attention(h, batch, num_graphs, return_weights)
         if self.residual:
             z = z + h
         if self.norm is not None:
@@ -255,10 +255,11 @@ class HistoGraphReadout(torch.nn.Module):
         return c / (sign * magnitude)
 
     def _node_attention(
-        self, h: Tensor, batch: Tensor, num_graphs: int
-    ) -> tuple[Tensor, list[Tensor]]:
+        self, h: Tensor, batch: Tensor, num_graphs: int, keep_weights: bool
+    ) -> tuple[Tensor, Optional[list[Tensor]]]:
         """Multi-head self-attention within each graph, on padded blocks of
-        graphs of similar size, and each graph's ``[heads, n, n]`` weights."""
+        graphs of similar size, and (``keep_weights``) each graph's
+        ``[heads, n, n]`` weights."""
         num_nodes, dim = h.size(0), self.hidden_channels
         counts = segment_counts(batch, num_graphs)
         slot = node_slots(batch, counts)
@@ -279,10 +280,12 @@ class HistoGraphReadout(torch.nn.Module):
             out, attn = self._dense_attention(
                 qkv[nodes], local[batch[nodes]], slot[nodes], counts[graphs])
             z = z.index_copy(0, nodes, out)
+            if not keep_weights:
+                continue
             for g, graph_attn, n in zip(graphs.tolist(), attn, counts[graphs].tolist(),
                                         strict=True):
                 weights[g] = graph_attn[:, :n, :n]
-        return self.out_proj(z), weights
+        return self.out_proj(z), weights if keep_weights else None
 
     def _dense_attention(
         self, qkv: Tensor, graph: Tensor, slot: Tensor, counts: Tensor
