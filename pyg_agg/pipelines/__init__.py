@@ -1,0 +1,1 @@
+"""Training pipelines: dataset registry, model factory, trainer, DDP and the OGB builder."""

@@ -1,0 +1,172 @@
+"""Model factory: one network skeleton per task level, any convolution inside.
+
+``build_model(cfg, task)`` returns a :class:`GraphNet` (graph-level prediction:
+node encoder -> L x [conv, batch norm, ReLU, dropout, residual] -> readout -> MLP
+head) or a :class:`NodeNet` (node-level: L convolutions, the last one producing the
+classes). OGB molecules are embedded with OGB's ``AtomEncoder``; their bonds with a
+``BondEncoder`` per layer, as in OGB's reference examples.
+
+Convolutions ``gatv2``, ``pna`` and ``lcm`` and the ``histograph`` readout are this
+library's (:mod:`pyg_agg.nn`); ``gin``, ``gcn``, ``gat`` and ``sage`` are PyG's baselines.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch import Tensor, nn
+
+from pyg_agg.ops import scatter
+
+MODELS = ("gatv2", "pna", "lcm", "gin", "gcn", "gat", "sage")
+OURS = ("gatv2", "pna", "lcm")
+READOUTS = ("mean", "sum", "max", "jk-cat", "histograph")
+#: Convolutions that take edge features (through ``edge_dim``).
+EDGE_AWARE = ("gatv2", "gat", "pna", "gin")
+PNA_AGGREGATORS = ("mean", "min", "max", "std")
+PNA_SCALERS = ("identity", "amplification", "attenuation")
+
+
+def make_conv(model: str, in_channels: int, out_channels: int, *, heads: int = 1,
+              concat: bool = True, edge_dim: Optional[int] = None,
+              deg: Optional[Tensor] = None, towers: int = 1) -> nn.Module:
+    """One convolution ``in_channels -> out_channels`` of the given kind.
+
+    For attention models with ``concat=True`` each of the ``heads`` heads has
+    ``out_channels // heads`` channels, so the output width is ``out_channels``.
+    """
+    import torch_geometric.nn as pyg
+
+    from pyg_agg.nn import GATv2Conv, LCMConv, PNAConv
+
+    if model in ("gat", "gatv2"):
+        cls = pyg.GATConv if model == "gat" else GATv2Conv
+        per_head = out_channels // heads if concat else out_channels
+        return cls(in_channels, per_head, heads=heads, concat=concat, edge_dim=edge_dim)
+    if model == "pna":
+        if deg is None:
+            raise ValueError("model 'pna' needs a degree histogram 'deg'")
+        return PNAConv(in_channels, out_channels, aggregators=list(PNA_AGGREGATORS),
+                   scalers=list(PNA_SCALERS), deg=deg, edge_dim=edge_dim, towers=towers,
+                   pre_layers=1, post_layers=1, divide_input=False)
+    if model == "lcm":
+        return LCMConv(in_channels, out_channels)
+    if model == "gin":
+        mlp = nn.Sequential(nn.Linear(in_channels, out_channels), nn.BatchNorm1d(out_channels),
+                            nn.ReLU(), nn.Linear(out_channels, out_channels))
+        if edge_dim is not None:
+            return pyg.GINEConv(mlp, train_eps=True, edge_dim=edge_dim)
+        return pyg.GINConv(mlp, train_eps=True)
+    if model == "gcn":
+        return pyg.GCNConv(in_channels, out_channels)
+    if model == "sage":
+        return pyg.SAGEConv(in_channels, out_channels)
+    raise ValueError(f"Unknown model {model!r}. Valid models: {', '.join(MODELS)}")
+
+
+def _call_conv(conv: nn.Module, x: Tensor, edge_index: Tensor,
+               edge_attr: Optional[Tensor]) -> Tensor:
+    return conv(x, edge_index) if edge_attr is None else conv(x, edge_index, edge_attr)
+
+
+def _pool(x: Tensor, batch: Tensor, num_graphs: int, reduce: str) -> Tensor:
+    return scatter(x, batch, dim=0, dim_size=num_graphs, reduce=reduce)
+
+
+class GraphNet(nn.Module):
+    r"""Graph-level predictor: encoder, ``num_layers`` residual conv blocks, readout, MLP.
+
+    Block: :math:`h^{(l+1)} = h^{(l)} + \mathrm{Dropout}(\mathrm{ReLU}(\mathrm{BN}(
+    \mathrm{conv}(h^{(l)}))))`. Readouts: ``mean``/``sum``/``max`` pool the last layer;
+    ``jk-cat`` concatenates the mean pool of every layer (jumping knowledge, Xu et al.,
+    2018); ``histograph`` reads the outputs of layers 1..L with
+    :class:`pyg_agg.nn.HistoGraphReadout` (Galron et al., 2026).
+
+    Shapes: ``data.x`` ``[N, F]`` (OGB: categorical ``[N, 9]``), ``data.edge_index``
+    ``[2, E]``, optional ``data.edge_attr`` ``[E, D]``, ``data.batch`` ``[N]``;
+    output ``[num_graphs, out_channels]``.
+    """
+
+    def __init__(self, model: str, in_channels: int, hidden: int, out_channels: int,
+                 num_layers: int, dropout: float, readout: str, ogb_mol: bool,
+                 edge_dim: Optional[int], heads: int = 1, deg: Optional[Tensor] = None,
+                 towers: int = 1) -> None:
+        super().__init__()
+        if ogb_mol:
+            from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
+
+            self.node_encoder: nn.Module = AtomEncoder(hidden)
+            edge_encoder = BondEncoder
+        else:
+            self.node_encoder = nn.Linear(in_channels, hidden)
+
+            def edge_encoder(dim: int) -> nn.Module:
+                return nn.Linear(edge_dim, dim)
+        use_edges = edge_dim is not None and model in EDGE_AWARE
+        self.edge_encoders = nn.ModuleList(
+            [edge_encoder(hidden) for _ in range(num_layers)] if use_edges else [])
+        self.convs = nn.ModuleList([
+            make_conv(model, hidden, hidden, heads=heads, edge_dim=hidden if use_edges else None,
+                      deg=deg, towers=towers) for _ in range(num_layers)])
+        self.norms = nn.ModuleList([nn.BatchNorm1d(hidden) for _ in range(num_layers)])
+        self.dropout = dropout
+        self.readout = readout
+        self.in_channels = in_channels
+        if readout == "histograph":
+            from pyg_agg.nn import HistoGraphReadout
+
+            self.histograph = HistoGraphReadout(hidden, num_layers, hidden)
+        pooled = hidden * (num_layers + 1) if readout == "jk-cat" else hidden
+        self.head = nn.Sequential(nn.Linear(pooled, hidden), nn.ReLU(), nn.Dropout(dropout),
+                                  nn.Linear(hidden, out_channels))
+
+    def forward(self, data: Any) -> Tensor:
+        x = data.x
+        if x is None:  # featureless graphs (some TU sets): constant input
+            x = torch.ones(data.num_nodes, self.in_channels, device=data.edge_index.device)
+        h = self.node_encoder(x if x.dtype == torch.long else x.float())
+        history = [h]
+        for i, (conv, norm) in enumerate(zip(self.convs, self.norms, strict=True)):
+            edge_attr = self.edge_encoders[i](data.edge_attr) if self.edge_encoders else None
+            out = _call_conv(conv, h, data.edge_index, edge_attr)
+            out = nn.functional.dropout(norm(out).relu(), self.dropout, self.training)
+            h = h + out
+            history.append(h)
+        return self.head(self._read(history, data.batch, int(data.num_graphs)))
+
+    def _read(self, history: list[Tensor], batch: Tensor, num_graphs: int) -> Tensor:
+        if self.readout == "jk-cat":
+            return torch.cat([_pool(h, batch, num_graphs, "mean") for h in history], dim=-1)
+        if self.readout == "histograph":
+            return self.histograph(history[1:], batch=batch, size=num_graphs)
+        return _pool(history[-1], batch, num_graphs, self.readout)
+
+
+class NodeNet(nn.Module):
+    r"""Node-level predictor: ``num_layers`` convolutions with BN/ReLU/dropout between.
+
+    Attention models use ``heads`` concatenated heads in hidden layers and ``heads``
+    averaged heads in the output layer (as in the GAT/GATv2 papers). Shapes:
+    ``x`` ``[N, F]``, ``edge_index`` ``[2, E]`` -> ``[N, out_channels]``.
+    """
+
+    def __init__(self, model: str, in_channels: int, hidden: int, out_channels: int,
+                 num_layers: int, dropout: float, heads: int = 1,
+                 deg: Optional[Tensor] = None, towers: int = 1) -> None:
+        super().__init__()
+        dims = [in_channels] + [hidden] * (num_layers - 1) + [out_channels]
+        self.convs = nn.ModuleList()
+        for i in range(num_layers):
+            last = i == num_layers - 1
+            self.convs.append(make_conv(model, dims[i], dims[i + 1], heads=heads,
+                                        concat=not last, deg=deg,
+                                        towers=1 if last else towers))
+        self.norms = nn.ModuleList([nn.BatchNorm1d(hidden) for _ in range(num_layers - 1)])
+        self.dropout = dropout
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        for conv, norm in zip(self.convs[:-1], self.norms, strict=True):
+            x = nn.functional.dropout(x, self.dropout, self.training)
+            x = norm(conv(x, edge_index)).relu()
+        x = nn.functional.dropout(x, self.dropout, self.training)
+        return self.convs[-1](x, edge_index)

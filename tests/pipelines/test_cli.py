@@ -1,0 +1,40 @@
+"""``pyg-agg`` rejects bad input with a clear message before doing any work."""
+import pytest
+
+from pyg_agg.cli import main
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dataset", "nope", "--model", "gin"], "Valid datasets: ogbg-molbace"),
+    (["--dataset", "MUTAG", "--model", "transformer"], "Valid models: gatv2, pna, lcm, gin"),
+    (["--dataset", "MUTAG", "--model", "gin", "--readout", "attn"], "Valid readouts: mean"),
+    (["--dataset", "MUTAG", "--model", "gin", "--dropout", "1.0"], "dropout must be in [0, 1)"),
+    (["--dataset", "MUTAG", "--model", "gin", "--lr", "-1"], "lr must be a positive"),
+    (["--dataset", "MUTAG", "--model", "gin", "--epochs", "0"], "epochs must be a positive"),
+    (["--dataset", "MUTAG", "--model", "gat", "--hidden", "10", "--heads", "4"],
+     "hidden (10) must be divisible by heads (4)"),
+    (["--dataset", "MUTAG", "--model", "pna", "--hidden", "10", "--towers", "4"],
+     "must be divisible by towers"),
+    (["--dataset", "Cora", "--model", "gcn", "--readout", "sum"], "graph-level datasets"),
+    (["--dataset", "MUTAG", "--model", "gin", "--num-neighbors", "5,5"], "node-level"),
+])
+def test_invalid_settings_fail_before_work(tmp_path, capsys, argv, message):
+    out = tmp_path / "run"
+    assert main(["train", *argv, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_missing_dataset_says_where_files_were_expected(tmp_path, capsys):
+    code = main(["train", "--dataset", "ogbn-products", "--model", "sage", "--root",
+                 str(tmp_path), "--out", str(tmp_path / "run")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "ogbn_products/raw/edge.csv.gz" in err and "split/sales_ranking" in err
+
+
+def test_build_ogb_rejects_unknown_name(tmp_path, capsys):
+    code = main(["build-ogb", "--smiles", str(tmp_path / "x.csv"), "--name", "ogbg-foo",
+                 "--root", str(tmp_path)])
+    assert code == 2
+    assert "ogbg-molhiv" in capsys.readouterr().err

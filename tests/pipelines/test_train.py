@@ -1,0 +1,98 @@
+"""Training artefacts, OGB metrics, and exact kill-and-resume on CPU."""
+import csv
+import json
+
+import pytest
+import torch
+
+from pyg_agg.pipelines import train as train_module
+from pyg_agg.pipelines.train import TrainConfig, load_checkpoint, run_training
+
+
+def _rows(path):
+    with open(path) as f:
+        return [{k: v for k, v in row.items() if k != "epoch_time_s"} for row in csv.DictReader(f)]
+
+
+def test_two_epochs_write_every_artefact(shared_data, cache_dir, tmp_path):
+    out = tmp_path / "mutag"
+    cfg = TrainConfig(dataset="MUTAG", model="gin", readout="sum", hidden=16, layers=2,
+                      epochs=2, runs=2, root=str(shared_data), out=str(out))
+    summary = run_training(cfg)
+    for run in (0, 1):
+        run_dir = out / f"run{run}"
+        rows = _rows(run_dir / "metrics.csv")
+        assert [int(r["epoch"]) for r in rows] == [1, 2]
+        assert set(rows[0]) == {"epoch", "loss", "train", "valid", "test", "lr"}
+        config = json.loads((run_dir / "config.json").read_text())
+        assert config["run_seed"] == run and config["dataset"] == "MUTAG"
+        last = load_checkpoint(run_dir / "last.pt")
+        assert last["epoch"] == 2 and len(last["history"]) == 2
+        best = load_checkpoint(run_dir / "best.pt")
+        assert best["epoch"] == summary["runs"][run]["best_epoch"]
+        assert (run_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    saved = json.loads((out / "summary.json").read_text())
+    tests = [r["test"] for r in saved["runs"]]
+    assert saved["test"]["mean"] == pytest.approx(sum(tests) / 2)
+    assert saved["test"]["std"] == pytest.approx(abs(tests[0] - tests[1]) / 2 ** 0.5)
+
+
+def test_ogb_graph_task_scored_by_ogb_evaluator(shared_data, cache_dir, tmp_path):
+    cfg = TrainConfig(dataset="ogbg-molesol", model="gin", hidden=16, layers=1, epochs=1,
+                      batch_size=128, root=str(shared_data), out=str(tmp_path / "esol"))
+    summary = run_training(cfg)
+    assert summary["metric"] == "rmse" and not summary["higher_is_better"]
+    # reload the best weights and recompute validation RMSE by hand
+    task = train_module.load_dataset("ogbg-molesol", str(shared_data))
+    model = train_module.build_model(cfg, task)
+    model.load_state_dict(load_checkpoint(tmp_path / "esol/run0/best.pt")["model"])
+    model.eval()
+    from torch_geometric.loader import DataLoader
+
+    batch = next(iter(DataLoader(task.dataset[task.split["valid"]], batch_size=1000)))
+    with torch.no_grad():
+        rmse = float(((model(batch) - batch.y) ** 2).mean().sqrt())
+    assert summary["valid"]["mean"] == pytest.approx(rmse, rel=1e-5)
+
+
+class _Crash(RuntimeError):
+    pass
+
+
+def test_killed_mid_epoch_and_resumed_matches_uninterrupted(monkeypatch, tmp_path):
+    base = dict(dataset="synthetic-degree", model="gin", readout="sum", hidden=16, layers=2,
+                dropout=0.3, epochs=3, batch_size=96, scheduler="plateau", deterministic=True)
+    reference = run_training(TrainConfig(**base, out=str(tmp_path / "ref")))
+
+    calls = {"n": 0}
+    real_loss = train_module._loss
+
+    def crashing_loss(*args):
+        calls["n"] += 1
+        if calls["n"] == 5 + 3:  # third batch of epoch 2 (5 batches per epoch)
+            raise _Crash
+        return real_loss(*args)
+
+    monkeypatch.setattr(train_module, "_loss", crashing_loss)
+    cfg = TrainConfig(**base, out=str(tmp_path / "crash"))
+    with pytest.raises(_Crash):
+        run_training(cfg)
+    assert load_checkpoint(tmp_path / "crash/run0/last.pt")["epoch"] == 1
+    monkeypatch.setattr(train_module, "_loss", real_loss)
+    torch.manual_seed(999)  # a fresh process would not share the crashed one's RNG state
+    resumed = run_training(TrainConfig(**base, out=str(tmp_path / "crash"), resume=True))
+
+    assert _rows(tmp_path / "crash/run0/metrics.csv") == _rows(tmp_path / "ref/run0/metrics.csv")
+    strip = [{k: v for k, v in r.items() if k != "wall_s"} for r in reference["runs"]]
+    assert [{k: v for k, v in r.items() if k != "wall_s"} for r in resumed["runs"]] == strip
+    final_ref = load_checkpoint(tmp_path / "ref/run0/last.pt")["model"]
+    final_res = load_checkpoint(tmp_path / "crash/run0/last.pt")["model"]
+    assert all(torch.equal(final_ref[k], final_res[k]) for k in final_ref)
+
+
+def test_resume_refuses_changed_settings(tmp_path):
+    base = dict(dataset="synthetic-sbm", model="sage", hidden=8, layers=2, epochs=1,
+                out=str(tmp_path / "r"))
+    run_training(TrainConfig(**base))
+    with pytest.raises(ValueError, match="hidden"):
+        run_training(TrainConfig(**{**base, "hidden": 16, "epochs": 2}, resume=True))
