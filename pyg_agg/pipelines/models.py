@@ -19,7 +19,6 @@ from torch import Tensor, nn
 from pyg_agg.ops import scatter
 
 MODELS = ("gatv2", "pna", "lcm", "gin", "gcn", "gat", "sage")
-OURS = ("gatv2", "pna", "lcm")
 READOUTS = ("mean", "sum", "max", "jk-cat", "histograph")
 #: Convolutions that take edge features (through ``edge_dim``).
 EDGE_AWARE = ("gatv2", "gat", "pna", "gin")
@@ -47,8 +46,8 @@ def make_conv(model: str, in_channels: int, out_channels: int, *, heads: int = 1
         if deg is None:
             raise ValueError("model 'pna' needs a degree histogram 'deg'")
         return PNAConv(in_channels, out_channels, aggregators=list(PNA_AGGREGATORS),
-                   scalers=list(PNA_SCALERS), deg=deg, edge_dim=edge_dim, towers=towers,
-                   pre_layers=1, post_layers=1, divide_input=False)
+                       scalers=list(PNA_SCALERS), deg=deg, edge_dim=edge_dim, towers=towers,
+                       pre_layers=1, post_layers=1, divide_input=False)
     if model == "lcm":
         return LCMConv(in_channels, out_channels)
     if model == "gin":

@@ -31,7 +31,7 @@ import os
 import random
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -59,6 +59,9 @@ from pyg_agg.pipelines.models import (
 )
 
 SCHEDULERS = ("none", "plateau", "cosine")
+#: ``plateau`` halves the learning rate after this many epochs without a better
+#: validation metric (the PNA OGB recipe's setting).
+PLATEAU_PATIENCE = 20
 #: Settings that may change between a run and its resumption.
 RESUMABLE_CHANGES = {"epochs", "runs", "resume", "out", "workers", "device", "root"}
 
@@ -89,7 +92,6 @@ class TrainConfig:
     out: str = "runs/default"
     resume: bool = False
     deterministic: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> TrainConfig:
         """Raises ValueError naming the first bad setting; normalises names in place."""
@@ -161,7 +163,7 @@ def seed_everything(seed: int) -> None:
 
 
 def _rng_state() -> dict[str, Any]:
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    _, keys, pos, has_gauss, gauss = np.random.get_state()
     state = {"torch": torch.get_rng_state(), "python": random.getstate(),
              "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
                        "has_gauss": int(has_gauss), "gauss": float(gauss)}}
@@ -235,7 +237,7 @@ def _scheduler(cfg: TrainConfig, optimizer: torch.optim.Optimizer, higher_is_bet
     if cfg.scheduler == "plateau":
         return torch.optim.lr_scheduler.ReduceLROnPlateau(
             optimizer, mode="max" if higher_is_better else "min", factor=0.5,
-            patience=cfg.extra.get("plateau_patience", 20), min_lr=1e-5)
+            patience=PLATEAU_PATIENCE, min_lr=1e-5)
     if cfg.scheduler == "cosine":
         return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
     return None
@@ -333,7 +335,7 @@ class _Runner:
         out_all, y_all = D.gather_outputs(self.ctx, torch.cat(outs), torch.cat(ys))
         return total / max(count, 1), self.task.evaluate(y_all, out_all)
 
-    def num_steps(self, epoch: int) -> int:
+    def num_steps(self) -> int:
         if self.task.level == NODE and self.cfg.num_neighbors is None:
             return 1
         n = self.task.split["train"].numel() // self.ctx.world_size
@@ -434,7 +436,7 @@ def train_run(cfg: TrainConfig, task: TaskData, run: int, ctx: D.DistContext) ->
 
     for epoch in range(start, cfg.epochs + 1):
         t0 = time.perf_counter()
-        bar = tqdm(total=runner.num_steps(epoch), desc=f"run {run} epoch {epoch}/{cfg.epochs}",
+        bar = tqdm(total=runner.num_steps(), desc=f"run {run} epoch {epoch}/{cfg.epochs}",
                    leave=False, disable=not ctx.is_main, dynamic_ncols=True)
         loss, train_metric = runner.train_epoch(optimizer, epoch, bar)
         scores = runner.evaluate()
