@@ -87,7 +87,8 @@ def pyg_safe_globals() -> Iterator[None]:
 # --------------------------------------------------------------------------- OGB
 
 
-def _ogb_master(level: str) -> pd.DataFrame:
+def ogb_master(level: str) -> pd.DataFrame:
+    """ogb's metadata table for ``"graph"`` or ``"node"`` property prediction."""
     import ogb
 
     path = Path(ogb.__file__).parent / f"{level}proppred" / "master.csv"
@@ -109,7 +110,7 @@ def _ogb_expected_files(meta: pd.Series, level: str) -> list[str]:
 
 
 def _locate_ogb(name: str, level: str, root: Path) -> tuple[Path, pd.Series]:
-    meta = _ogb_master(level)[name]
+    meta = ogb_master(level)[name]
     dir_name = name.replace("-", "_")
     candidates = [dir_name, f"ogb/{dir_name}"]
     expected = _ogb_expected_files(meta, level)
@@ -332,7 +333,7 @@ SYNTHETIC = {"synthetic-degree": _synthetic_degree_graphs, "synthetic-sbm": _syn
 
 def ogbg_mol_names() -> list[str]:
     """Every ``ogbg-mol*`` name ogb knows (the folder must still be under the root)."""
-    master = _ogb_master(GRAPH)
+    master = ogb_master(GRAPH)
     return [n for n in master.columns
             if n.startswith("ogbg-mol") and master[n]["task type"] != "subtoken prediction"]
 

@@ -182,7 +182,7 @@ def build_ogb(smiles_csv: PathLike, name: str = "ogbg-molhiv", root: PathLike = 
     """
     from rdkit import rdBase
 
-    from pyg_agg.pipelines.data import ogbg_mol_names
+    from pyg_agg.pipelines.data import GRAPH, ogb_master, ogbg_mol_names
 
     start = time.perf_counter()
     if name not in ogbg_mol_names():
@@ -203,6 +203,10 @@ def build_ogb(smiles_csv: PathLike, name: str = "ogbg-molhiv", root: PathLike = 
     if missing or not labels:
         raise ValueError(f"label_columns {missing or labels} not usable; CSV columns: "
                          f"{list(table.columns)}")
+    num_tasks = int(ogb_master(GRAPH)[name]["num tasks"])
+    if len(labels) != num_tasks:
+        raise ValueError(f"{name} has {num_tasks} task(s) but label_columns gives "
+                         f"{len(labels)}: {labels}")
     out = Path(root) / name.replace("-", "_")
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists; pass overwrite=True (--overwrite) to rebuild it")

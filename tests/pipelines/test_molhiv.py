@@ -77,3 +77,10 @@ def test_invalid_rows_are_reported_never_dropped_silently(tmp_path, capsys):
     assert "row 1: C1CC(" in printed and "row 3: not_a_smiles" in printed
     mapping = pd.read_csv(tmp_path / "b" / "ogbg_molbace" / "mapping" / "mol.csv.gz")
     assert mapping.source_row.tolist() == [0, 2]
+
+
+def test_label_columns_must_match_the_datasets_tasks(tmp_path):
+    csv_path = tmp_path / "mols.csv.gz"
+    _write_csv(csv_path, [("CCO", 1)])
+    with pytest.raises(ValueError, match="ogbg-moltox21 has 12 task"):
+        build_ogb(csv_path, "ogbg-moltox21", root=tmp_path)

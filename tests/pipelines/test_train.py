@@ -96,3 +96,41 @@ def test_resume_refuses_changed_settings(tmp_path):
     run_training(TrainConfig(**base))
     with pytest.raises(ValueError, match="hidden"):
         run_training(TrainConfig(**{**base, "hidden": 16, "epochs": 2}, resume=True))
+
+
+def test_missing_labels_are_left_out_of_the_loss():
+    out = torch.tensor([[0.3, -1.0], [2.0, 0.5]])
+    y = torch.tensor([[1.0, float("nan")], [0.0, 1.0]])
+    expected = torch.nn.functional.binary_cross_entropy_with_logits(
+        torch.tensor([0.3, 2.0, 0.5]), torch.tensor([1.0, 0.0, 1.0]))
+    assert torch.equal(train_module._loss("binary", out, y), expected)
+    assert torch.equal(train_module._loss("regression", out, y),
+                       torch.nn.functional.mse_loss(out[~y.isnan()], y[~y.isnan()]))
+
+
+def test_sigkilled_cli_run_resumes_to_the_uninterrupted_result(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    def cli(out, *extra):
+        return [sys.executable, "-m", "pyg_agg.cli", "train", "--dataset", "synthetic-degree",
+                "--model", "gin", "--readout", "sum", "--hidden", "16", "--layers", "2",
+                "--dropout", "0.3", "--epochs", "3", "--batch-size", "96", "--deterministic",
+                "--out", str(out), *extra]
+
+    subprocess.run(cli(tmp_path / "ref"), check=True, capture_output=True, timeout=300)
+    victim = subprocess.Popen(cli(tmp_path / "kill"), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    last = tmp_path / "kill" / "run0" / "last.pt"
+    while not last.exists() and victim.poll() is None:
+        time.sleep(0.02)
+    victim.send_signal(signal.SIGKILL)  # somewhere in epoch 2, possibly mid-save
+    assert victim.wait(timeout=60) == -signal.SIGKILL
+    assert load_checkpoint(last)["epoch"] < 3
+    subprocess.run(cli(tmp_path / "kill", "--resume"), check=True, capture_output=True,
+                   timeout=300)
+    assert _rows(tmp_path / "kill/run0/metrics.csv") == _rows(tmp_path / "ref/run0/metrics.csv")
+    ref, res = (load_checkpoint(tmp_path / d / "run0/last.pt")["model"] for d in ("ref", "kill"))
+    assert all(torch.equal(ref[k], res[k]) for k in ref)
