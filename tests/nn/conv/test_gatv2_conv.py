@@ -18,6 +18,15 @@ def small_chunks(monkeypatch):
     monkeypatch.setattr(gatv2_module, "CHUNK_ELEMENTS", 37)
 
 
+@pytest.fixture(autouse=True)
+def single_thread():
+    """Tiny graphs: one thread avoids OpenMP stalls on a shared machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def make_graph(seed=0, num_edges=40):
     """Random graph with duplicate edges, existing self-loops and isolated nodes."""
     gen = torch.Generator().manual_seed(seed)
