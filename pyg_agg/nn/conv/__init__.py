@@ -1,1 +1,2 @@
 from pyg_agg.nn.conv.lcm_conv import LCMConv  # noqa: F401
+from pyg_agg.nn.conv.pna_conv import PNAConv  # noqa: F401
