@@ -6,6 +6,7 @@ and the wall time. As in the paper's setup the layer adds no self-loops, so a
 query node sees its own key only through the attention scores.
 
     python examples/dictionary_lookup.py --k 5 10 15 20 --epochs 40
+    python examples/dictionary_lookup.py --k 5 10 15 20 --samples 8000 --epochs 4 --threads 1
 """
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def accuracy(model: nn.Module, loader: DataLoader) -> float:
 
 def train_one(conv_class: type, k: int, args: argparse.Namespace) -> dict:
     torch.manual_seed(args.seed)
-    train_set, test_set = DictionaryLookup(k, "train"), DictionaryLookup(k, "test")
+    train_set = DictionaryLookup(k, "train", num_samples=args.samples)
+    test_set = DictionaryLookup(k, "test", num_samples=args.samples)
     train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True)
     eval_train = DataLoader(train_set, batch_size=4 * args.batch_size)
     eval_test = DataLoader(test_set, batch_size=4 * args.batch_size)
@@ -78,6 +80,8 @@ def train_one(conv_class: type, k: int, args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--k", type=int, nargs="+", default=[5, 10, 15, 20])
+    parser.add_argument("--samples", type=int, default=32000,
+                        help="most permutations per k (the paper uses 32000)")
     parser.add_argument("--epochs", type=int, default=40, help="most epochs per model")
     parser.add_argument("--eval-every", type=int, default=5,
                         help="check the train accuracy (and stop at 100%%) every this many")
