@@ -204,6 +204,16 @@ def test_sparse_tensor_matches_pyg():
     torch.testing.assert_close(adj_out.to_dense(), adj_ref.to_dense(), atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("add_self_loops", [True, False])
+def test_int32_and_empty_edge_index_match_pyg(add_self_loops):
+    torch.manual_seed(0)
+    ref, ours = make_pair(heads=2, add_self_loops=add_self_loops)
+    x, edge_index, _ = make_graph()
+    torch.testing.assert_close(ours(x, edge_index.int()), ref(x, edge_index))
+    empty = torch.empty(2, 0, dtype=torch.long)
+    torch.testing.assert_close(ours(x, empty), ref(x, empty))
+
+
 def test_state_dict_repr_and_lazy_init_match_pyg():
     ref, ours = make_pair(heads=3, edge_dim=2, residual=True, share_weights=True)
     assert repr(ours) == repr(ref)
@@ -298,8 +308,9 @@ def test_torch_compile_matches_eager():
     torch.manual_seed(0)
     conv = GATv2Conv(IN_CHANNELS, OUT_CHANNELS, heads=2, edge_dim=EDGE_DIM)
     compiled = torch.compile(conv, fullgraph=True, backend="aot_eager")
-    for seed in (0, 1):  # existing self-loops must not break the graph
-        x, edge_index, edge_attr = make_graph(seed=seed)
+    # existing self-loops must not break the graph; a new edge count recompiles
+    for seed, num_edges in ((0, 40), (1, 52)):
+        x, edge_index, edge_attr = make_graph(seed=seed, num_edges=num_edges)
         xs = [x.clone().requires_grad_() for _ in range(2)]
         out_eager = conv(xs[0], edge_index, edge_attr)
         out_compiled = compiled(xs[1], edge_index, edge_attr)
