@@ -240,3 +240,16 @@ def test_identity_only_needs_no_deg():
     x, edge_index, _ = random_graph()
     conv = PNAConv(8, 8, ["mean", "max"], ["identity"])
     assert conv(x, edge_index).shape == (30, 8)
+
+
+@pytest.mark.parametrize("act,act_kwargs", [("prelu", None), ("leaky_relu", {"negative_slope": 0.3})])
+def test_activations_match_pyg(act, act_kwargs):
+    x, edge_index, _ = random_graph()
+    reference, ours = pair(8, 8, aggregators=["mean", "max"], scalers=["identity"],
+                           deg=histogram(edge_index, 30), towers=2, pre_layers=2,
+                           post_layers=2, act=act, act_kwargs=act_kwargs)
+    for module in reference.modules():  # per-tower PReLU slopes differ
+        if isinstance(module, torch.nn.PReLU):
+            module.weight.data.uniform_(0.0, 0.5)
+    ours.load_state_dict(reference.state_dict())
+    assert_same_forward_backward(reference, ours, x, edge_index)
