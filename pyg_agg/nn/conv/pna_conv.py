@@ -141,9 +141,12 @@ class _FusedStatistics(torch.autograd.Function):
             if grad is None:
                 continue
             hit = msg == extreme.index_select(0, index)
-            ties = scatter(hit.to(msg.dtype), index, 0, ctx.dim_size, reduce="sum")
-            share = (grad / ties.clamp(min=1)).index_select(0, index)
-            grad_msg += share.mul_(hit)
+            # Each non-empty (node, channel) has at least one hit; more hits mean
+            # ties, and only then is the per-slot tie count worth a scatter pass.
+            if int(hit.sum()) > int((count > 0).sum()) * msg.size(-1):
+                grad = grad / scatter(hit.to(msg.dtype), index, 0, ctx.dim_size,
+                                      reduce="sum").clamp(min=1)
+            grad_msg += grad.index_select(0, index).mul_(hit)
         return grad_msg, None, None, None, None, None
 
 
