@@ -18,7 +18,7 @@ import sys
 from pyg_agg.cli import recipe_parser, train_from_args
 
 RECIPE = dict(dataset="ogbg-molhiv", model="pna", readout="mean", layers=4, hidden=80,
-              towers=5, dropout=0.3, lr=0.01, weight_decay=3e-6, batch_size=128, epochs=200,
+              towers=1, dropout=0.3, lr=0.01, weight_decay=3e-6, batch_size=128, epochs=200,
               scheduler="plateau", out="runs/ogbg_molhiv_pna")
 
 if __name__ == "__main__":

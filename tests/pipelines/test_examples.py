@@ -37,5 +37,6 @@ def test_pna_molhiv_recipe_runs_on_a_small_mol_set(shared_data, cache_dir, tmp_p
             "--hidden", "20", "--layers", "1", "--batch-size", "256", "--out", str(tmp_path)]
     assert _run_example("ogbg_molhiv_pna.py", argv, monkeypatch) == 0
     config = json.loads((tmp_path / "run0" / "config.json").read_text())
-    assert (config["model"], config["towers"], config["dropout"]) == ("pna", 5, 0.3)
+    assert (config["model"], config["dropout"], config["lr"], config["scheduler"]) == (
+        "pna", 0.3, 0.01, "plateau")
     assert 0.0 <= json.loads((tmp_path / "summary.json").read_text())["test"]["mean"] <= 1.0
