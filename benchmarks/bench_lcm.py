@@ -30,6 +30,7 @@ import sys
 import time
 
 import torch
+from common import molecular_batch, power_law_graph
 from torch_geometric.nn.aggr import LCMAggregation as PyGLCMAggregation
 
 from pyg_agg.nn import LCMAggregation
@@ -38,38 +39,13 @@ from pyg_agg.ops import scatter
 MMAP_THRESHOLD = "65536"
 
 
-def molecule_batch(num_graphs: int, seed: int = 0) -> tuple[torch.Tensor, int]:
-    """Random trees of 15-35 atoms plus two ring bonds each, both directions."""
-    gen = torch.Generator().manual_seed(seed)
-    edges, offset = [], 0
-    for _ in range(num_graphs):
-        n = int(torch.randint(15, 36, (1,), generator=gen))
-        parent = (torch.rand(n - 1, generator=gen) * torch.arange(1, n)).long()
-        rings = torch.randint(0, n, (2, 2), generator=gen)
-        und = torch.cat([torch.stack([parent, torch.arange(1, n)]), rings], dim=1)
-        edges.append(torch.cat([und, und.flip(0)], dim=1) + offset)
-        offset += n
-    return torch.cat(edges, dim=1), offset
-
-
-def power_law_graph(num_nodes: int, num_edges: int, exponent: float = 2.1,
-                    seed: int = 0) -> torch.Tensor:
-    """Destinations drawn with probability ~ rank^(-1/(exponent-1)) (hubs),
-    sources uniformly; hubs are scattered over the ids."""
-    gen = torch.Generator().manual_seed(seed)
-    weight = torch.arange(1, num_nodes + 1, dtype=torch.float64).pow(-1.0 / (exponent - 1))
-    dst = torch.randperm(num_nodes, generator=gen)[
-        torch.multinomial(weight, num_edges, replacement=True, generator=gen)]
-    src = torch.randint(0, num_nodes, (num_edges,), generator=gen)
-    return torch.stack([src, dst])
-
-
 def build(args: argparse.Namespace, case: str, impl: str):
     """Returns (step, description); step() runs one forward + backward."""
     torch.manual_seed(0)
     channels = args.channels
     if case == "molecules":
-        edge_index, num_nodes = molecule_batch(args.graphs)
+        edge_index, batch = molecular_batch(args.graphs)
+        num_nodes = batch.numel()
         index = edge_index[1].sort(stable=True).values
     else:
         num_nodes = args.nodes
@@ -149,7 +125,8 @@ def main() -> None:
         return
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, F={args.channels}")
-    edge_index, num_nodes = molecule_batch(args.graphs)
+    edge_index, batch = molecular_batch(args.graphs)
+    num_nodes = batch.numel()
     degree = torch.bincount(edge_index[1], minlength=num_nodes)
     print(f"\n(a) molecules: {args.graphs} graphs, {num_nodes} nodes, "
           f"{edge_index.size(1)} messages, max degree {int(degree.max())}")

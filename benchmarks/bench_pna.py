@@ -22,6 +22,7 @@ import tempfile
 import time
 
 import torch
+from common import molecular_batch
 from torch_geometric.nn import PNAConv as PyGPNAConv
 
 from pyg_agg.nn import PNAConv
@@ -40,21 +41,6 @@ def power_law_graph(num_nodes: int, num_edges: int, exponent: float = 2.5,
     return perm[ends].view(2, num_edges)
 
 
-def molecule_batch(num_graphs: int = 128, seed: int = 0) -> tuple[torch.Tensor, int]:
-    """Molecule-like batch: random trees of 15-35 atoms plus a ring bond or two,
-    both directions (about 25 atoms and 54 directed edges per graph)."""
-    gen = torch.Generator().manual_seed(seed)
-    edges, offset = [], 0
-    for _ in range(num_graphs):
-        n = int(torch.randint(15, 36, (1,), generator=gen))
-        parent = (torch.rand(n - 1, generator=gen) * torch.arange(1, n)).long()
-        rings = torch.randint(0, n, (2, 2), generator=gen)
-        und = torch.cat([torch.stack([parent, torch.arange(1, n)]), rings], dim=1)
-        edges.append(torch.cat([und, und.flip(0)], dim=1) + offset)
-        offset += n
-    return torch.cat(edges, dim=1), offset
-
-
 def make_inputs(args: argparse.Namespace, graph: str) -> str:
     """Builds a graph's inputs once and saves them, so that the memory workers
     only load them (building can peak above the layer and hide it from
@@ -63,7 +49,8 @@ def make_inputs(args: argparse.Namespace, graph: str) -> str:
     if graph == "powerlaw":
         edge_index, num_nodes = power_law_graph(args.nodes, args.edges), args.nodes
     else:
-        edge_index, num_nodes = molecule_batch()
+        edge_index, batch = molecular_batch()
+        num_nodes = batch.numel()
     path = os.path.join(args.tmp, f"{graph}.pt")
     torch.save({"edge_index": edge_index, "x": torch.randn(num_nodes, args.channels),
                 "edge_attr": torch.randn(edge_index.size(1), args.edge_dim)}, path)

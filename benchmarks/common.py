@@ -87,23 +87,19 @@ def power_law_graph(
 
 
 def molecular_batch(
-    num_graphs: int = 128, avg_nodes: int = 25, seed: int = 0, device: str | torch.device = "cpu"
+    num_graphs: int = 128, seed: int = 0, device: str | torch.device = "cpu"
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch of small molecule-like graphs: a random spanning tree per graph
-    plus ~10% extra ring-closing bonds, both directions. Returns
-    ``(edge_index, batch)``."""
+    """A batch of molecule-like graphs: a random tree of 15-35 atoms plus two
+    ring-closing bonds each, both directions (about 25 atoms and 54 directed
+    edges per graph). Returns ``(edge_index, batch)``."""
     gen = torch.Generator().manual_seed(seed)
     edges, batch, offset = [], [], 0
     for g in range(num_graphs):
-        n = int(torch.randint(avg_nodes - 8, avg_nodes + 9, (1,), generator=gen))
-        child = torch.arange(1, n)
-        parent = (torch.rand(n - 1, generator=gen) * child).long()
-        extra = max(1, n // 10)
-        a = torch.randint(0, n, (extra,), generator=gen)
-        b = torch.randint(0, n, (extra,), generator=gen)
-        keep = a != b
-        und = torch.cat([torch.stack([parent, child]), torch.stack([a[keep], b[keep]])], 1)
-        edges.append(torch.cat([und, und.flip(0)], 1) + offset)
+        n = int(torch.randint(15, 36, (1,), generator=gen))
+        parent = (torch.rand(n - 1, generator=gen) * torch.arange(1, n)).long()
+        rings = torch.randint(0, n, (2, 2), generator=gen)
+        und = torch.cat([torch.stack([parent, torch.arange(1, n)]), rings], dim=1)
+        edges.append(torch.cat([und, und.flip(0)], dim=1) + offset)
         batch.append(torch.full((n,), g))
         offset += n
     return torch.cat(edges, 1).to(device), torch.cat(batch).to(device)

@@ -28,3 +28,13 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
     path = tmp_path / "cache"
     monkeypatch.setenv("PYG_AGG_CACHE", str(path))
     return path
+
+
+@pytest.fixture
+def single_thread():
+    """One torch thread: on tiny graphs OpenMP barriers on a busy 2-core
+    machine cost far more than the work itself."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

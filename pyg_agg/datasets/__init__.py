@@ -1,4 +1,7 @@
-from pyg_agg.datasets.tu import load_tu  # noqa: F401
-from pyg_agg.datasets.second_minimum import SecondMinimum  # noqa: F401
-from pyg_agg.datasets.pna_multitask import PNAMultitask  # noqa: F401
-from pyg_agg.datasets.dictionary_lookup import DictionaryLookup  # noqa: F401
+"""Dataset builders and offline loaders."""
+from pyg_agg.datasets.dictionary_lookup import DictionaryLookup
+from pyg_agg.datasets.pna_multitask import PNAMultitask
+from pyg_agg.datasets.second_minimum import SecondMinimum
+from pyg_agg.datasets.tu import load_tu
+
+__all__ = ["DictionaryLookup", "PNAMultitask", "SecondMinimum", "load_tu"]

@@ -11,14 +11,9 @@ from torch_geometric.nn import GATConv
 from pyg_agg.datasets import DictionaryLookup
 from pyg_agg.nn import GATv2Conv
 
+pytestmark = pytest.mark.usefixtures("single_thread")
 
-@pytest.fixture(autouse=True)
-def single_thread():
-    """Tiny graphs: one thread avoids OpenMP stalls on a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+
 
 
 def labels_of(dataset):

@@ -1,3 +1,6 @@
-from pyg_agg.nn.conv.lcm_conv import LCMConv  # noqa: F401
-from pyg_agg.nn.conv.pna_conv import PNAConv  # noqa: F401
-from pyg_agg.nn.conv.gatv2_conv import GATv2Conv  # noqa: F401
+"""Convolutions (``torch_geometric.nn.MessagePassing`` subclasses)."""
+from pyg_agg.nn.conv.gatv2_conv import GATv2Conv
+from pyg_agg.nn.conv.lcm_conv import LCMConv
+from pyg_agg.nn.conv.pna_conv import PNAConv
+
+__all__ = ["GATv2Conv", "LCMConv", "PNAConv"]

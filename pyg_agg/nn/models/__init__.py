@@ -1,1 +1,4 @@
-from pyg_agg.nn.models.layer_history_gnn import LayerHistoryGNN  # noqa: F401
+"""Ready models built from pyg_agg layers."""
+from pyg_agg.nn.models.layer_history_gnn import LayerHistoryGNN
+
+__all__ = ["LayerHistoryGNN"]

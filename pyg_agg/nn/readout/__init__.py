@@ -1,1 +1,4 @@
-from pyg_agg.nn.readout.histograph import HistoGraphReadout, HistoGraphWeights  # noqa: F401
+"""Graph- and node-level readouts."""
+from pyg_agg.nn.readout.histograph import HistoGraphReadout, HistoGraphWeights
+
+__all__ = ["HistoGraphReadout", "HistoGraphWeights"]

@@ -9,6 +9,8 @@ import pyg_agg.nn.conv.gatv2_conv as gatv2_module
 from pyg_agg.nn import GATv2Conv
 from pyg_agg.ops import HAS_TORCH_SPARSE
 
+pytestmark = pytest.mark.usefixtures("single_thread")
+
 NUM_NODES, IN_CHANNELS, OUT_CHANNELS, EDGE_DIM = 12, 8, 5, 3
 
 
@@ -18,13 +20,6 @@ def small_chunks(monkeypatch):
     monkeypatch.setattr(gatv2_module, "CHUNK_ELEMENTS", 37)
 
 
-@pytest.fixture(autouse=True)
-def single_thread():
-    """Tiny graphs: one thread avoids OpenMP stalls on a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def make_graph(seed=0, num_edges=40):
