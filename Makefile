@@ -5,6 +5,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 TORCH  := torch==2.13.0
+# Offline data beside the checkout, when present (else ./datasets or $PYG_AGG_DATA).
+SHARED_DATA := $(wildcard $(abspath ../shared/datasets))
+export PYG_AGG_DATA ?= $(SHARED_DATA)
 
 .PHONY: demo test install fast lint docs pytest bench clean
 
@@ -40,7 +43,7 @@ lint: install
 	$(BIN)/ruff check pyg_agg tests benchmarks examples
 
 docs: install
-	$(BIN)/mkdocs build --strict --quiet --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 pytest: install
 	$(BIN)/python -m pytest -q
