@@ -105,7 +105,7 @@ def plot_rows(rows: list[dict[str, Any]], path: Path) -> None:
 
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--root", default=None, help="data root (default $PYG_AGG_DATA or ./datasets)")
     parser.add_argument("--out", default="runs/demo")
     parser.add_argument("--seed", type=int, default=0)
