@@ -78,8 +78,9 @@ def _degree_averages(deg: Optional[Tensor], scalers: list[str]) -> tuple[float, 
 class _FusedStatistics(torch.autograd.Function):
     r""":func:`~pyg_agg.ops.multi_aggregate` with a lean backward.
 
-    Autograd through the kernel would keep ``[x, -x]`` (``E x 2C``) for the
-    min/max gradient and build several more ``E x C`` temporaries. Here only
+    Autograd through the kernel would keep ``x**2`` and, for min/max, the
+    messages once per reduction (``[x, -x]``, ``E x 2C``, with ``concat=True``),
+    plus several more ``E x C`` temporaries. Here only
     the messages are kept: the gradient of every statistic is a per-node
     coefficient gathered per edge,
 
