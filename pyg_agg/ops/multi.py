@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from pyg_agg.ops.checks import check_index
-from pyg_agg.ops.scatter import fill_empty, scatter, segment_counts
+from pyg_agg.ops.scatter import fill_empty, scatter_unchecked, segment_counts
 
 STATISTICS = ("count", "sum", "mean", "sumsq", "var", "std", "min", "max")
 STD_MODES = ("pyg", "eps")
@@ -110,12 +110,12 @@ def multi_aggregate(
                 out["std"] = std
 
     if "min" in wanted and "max" in wanted and concat:
-        hi, neg_lo = scatter(torch.cat([src, -src], -1), index, 0, n, "max").split(width, -1)
+        hi, neg_lo = scatter_unchecked(torch.cat([src, -src], -1), index, 0, n, "max").split(width, -1)
         out["max"], out["min"] = hi, -neg_lo
     else:
         for reduce in ("min", "max"):
             if reduce in wanted:
-                out[reduce] = scatter(src, index, 0, n, reduce)
+                out[reduce] = scatter_unchecked(src, index, 0, n, reduce)
 
     for name in out:
         if name != "count" and (fill_value != 0 or name == "std"):

@@ -65,6 +65,19 @@ def scatter(
         raise ValueError(f"`reduce` must be one of {REDUCTIONS}, got {reduce!r}")
     dim = normalize_dim(src, dim)
     n = check_index(index, src, dim, dim_size)
+    return scatter_unchecked(src, index, dim, n, reduce, fill_value)
+
+
+def scatter_unchecked(src: Tensor, index: Tensor, dim: int, dim_size: int, reduce: str,
+                      fill_value: float = 0.0) -> Tensor:
+    """:func:`scatter` for callers that already validated ``index`` against ``src``.
+
+    Skips the min/max pass over the index (and its device sync), so composite
+    kernels (softmax, several statistics, segments) validate once, not per
+    reduction. ``dim`` must be non-negative and ``reduce`` one of
+    :data:`REDUCTIONS`.
+    """
+    n = dim_size
     size = list(src.shape)
     size[dim] = n
     backend = resolve_backend(reduce, src.device.type)

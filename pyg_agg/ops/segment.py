@@ -6,7 +6,7 @@ from torch import Tensor
 
 from pyg_agg.ops.backend import resolve_backend
 from pyg_agg.ops.checks import check_ptr
-from pyg_agg.ops.scatter import REDUCTIONS, fill_empty, scatter
+from pyg_agg.ops.scatter import REDUCTIONS, fill_empty, scatter_unchecked
 
 
 def ptr_to_index(ptr: Tensor, num_entries: int | None = None) -> Tensor:
@@ -59,4 +59,5 @@ def segment(
     # torch.segment_reduce returns NaN for empty mean segments and NaN
     # gradients around them, so the native path goes through scatter.
     index = ptr_to_index(ptr, src.size(0))
-    return scatter(src, index, 0, num_segments, reduce, fill_value)
+    # the index comes from a validated ptr, so it needs no second check
+    return scatter_unchecked(src, index, 0, num_segments, reduce, fill_value)

@@ -6,7 +6,7 @@ from typing import Optional
 from torch import Tensor
 
 from pyg_agg.ops.checks import check_index, normalize_dim
-from pyg_agg.ops.scatter import scatter
+from pyg_agg.ops.scatter import scatter_unchecked
 
 
 def scatter_softmax(
@@ -36,7 +36,7 @@ def scatter_softmax(
     """
     dim = normalize_dim(src, dim)
     n = check_index(index, src, dim, dim_size)
-    group_max = scatter(src.detach(), index, dim, n, reduce="max")
+    group_max = scatter_unchecked(src.detach(), index, dim, n, "max")
     shifted = (src - group_max.index_select(dim, index)).exp()
-    denom = scatter(shifted, index, dim, n, reduce="sum")
+    denom = scatter_unchecked(shifted, index, dim, n, "sum")
     return shifted / denom.index_select(dim, index)

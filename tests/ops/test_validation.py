@@ -65,3 +65,31 @@ def test_unknown_statistic():
 def test_softmax_index_checked():
     with pytest.raises(ValueError, match="dim_size=2"):
         scatter_softmax(torch.randn(3), torch.tensor([0, 1, 2]), dim_size=2)
+
+
+@pytest.fixture
+def range_checks(monkeypatch):
+    """Counts the index range checks (one ``torch.aminmax`` pass each)."""
+    calls = []
+    aminmax = torch.aminmax
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return aminmax(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "aminmax", counting)
+    return calls
+
+
+@pytest.mark.parametrize("backend", ["torch", "torch_scatter"])
+def test_composite_kernels_check_the_index_once(range_checks, backend):
+    if backend == "torch_scatter":
+        pytest.importorskip("torch_scatter")
+    src, index = torch.randn(6, 3), torch.tensor([0, 2, 2, 1, 0, 2])
+    with use_backend(backend):
+        multi_aggregate(src, index, 3, stats=("mean", "std", "min", "max"))
+        assert len(range_checks) == 1
+        scatter_softmax(src, index, 3)
+        assert len(range_checks) == 2
+        segment(src, torch.tensor([0, 2, 2, 6]), reduce="max")
+        assert len(range_checks) == 2  # a ptr is checked without a range pass

@@ -14,6 +14,7 @@ from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.nn.inits import glorot, zeros
 
 from pyg_agg.ops import HAS_TORCH_SPARSE, index_to_ptr, ptr_to_index, scatter, scatter_softmax
+from pyg_agg.ops.scatter import scatter_unchecked
 
 if HAS_TORCH_SPARSE:  # pragma: no cover - depends on the optional `fast` extra
     from torch_sparse import SparseTensor
@@ -115,8 +116,8 @@ class _DynamicAttention(torch.autograd.Function):
 
         # Softmax backward: ds_j = a_j (g_j - sum_k a_k g_k) within each group.
         weighted = alpha * grad_alpha
-        grad_scores = weighted - alpha * scatter(
-            weighted, group, 0, ctx.num_groups).index_select(0, group)
+        grad_scores = weighted - alpha * scatter_unchecked(
+            weighted, group, 0, ctx.num_groups, "sum").index_select(0, group)
 
         if any(needs[:5]):
             for part in ctx.chunks:

@@ -17,7 +17,8 @@ from torch_geometric.nn.inits import reset
 from torch_geometric.nn.resolver import activation_resolver
 from torch_geometric.utils import is_torch_sparse_tensor, to_edge_index
 
-from pyg_agg.ops import check_index, multi_aggregate, scatter, segment_counts
+from pyg_agg.ops import check_index, multi_aggregate, segment_counts
+from pyg_agg.ops.scatter import scatter_unchecked
 
 AGGREGATORS = ("mean", "sum", "min", "max", "var", "std", "moment3", "moment4", "moment5")
 SCALERS = ("identity", "amplification", "attenuation", "linear", "inverse_linear")
@@ -145,8 +146,8 @@ class _FusedStatistics(torch.autograd.Function):
             # Each non-empty (node, channel) has at least one hit; more hits mean
             # ties, and only then is the per-slot tie count worth a scatter pass.
             if int(hit.sum()) > int((count > 0).sum()) * msg.size(-1):
-                grad = grad / scatter(hit.to(msg.dtype), index, 0, ctx.dim_size,
-                                      reduce="sum").clamp(min=1)
+                grad = grad / scatter_unchecked(hit.to(msg.dtype), index, 0, ctx.dim_size,
+                                                "sum").clamp(min=1)
             grad_msg += grad.index_select(0, index).mul_(hit)
         return grad_msg, None, None, None, None, None
 
