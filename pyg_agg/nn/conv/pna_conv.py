@@ -145,9 +145,12 @@ class _FusedStatistics(torch.autograd.Function):
             hit = msg == extreme.index_select(0, index)
             # Each non-empty (node, channel) has at least one hit; more hits mean
             # ties, and only then is the per-slot tie count worth a scatter pass.
-            if int(hit.sum()) > int((count > 0).sum()) * msg.size(-1):
-                grad = grad / scatter_unchecked(hit.to(msg.dtype), index, 0, ctx.dim_size,
-                                                "sum").clamp(min=1)
+            # (count_nonzero, and one cast to float: summing or multiplying by a
+            # bool tensor casts it to a fresh E x C buffer each time.)
+            ties = int(torch.count_nonzero(hit)) > int(torch.count_nonzero(count)) * msg.size(-1)
+            hit = hit.to(msg.dtype)
+            if ties:
+                grad = grad / scatter_unchecked(hit, index, 0, ctx.dim_size, "sum").clamp(min=1)
             grad_msg += grad.index_select(0, index).mul_(hit)
         return grad_msg, None, None, None, None, None
 
