@@ -6,7 +6,6 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 from torch_geometric.nn import PNAConv as PyGPNAConv
-from torch_geometric.nn.aggr import DegreeScalerAggregation
 
 from pyg_agg.nn import PNAConv
 
@@ -129,17 +128,6 @@ def test_sparse_adjacency_input():
     expected = reference(x, edge_index)
     torch.testing.assert_close(ours(x, adj_t), expected, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(ours(x, adj_t.to_sparse_csr()), expected, atol=1e-4, rtol=1e-4)
-
-
-def test_aggregation_module_matches_pyg_degree_scaler_aggregation():
-    x, edge_index, _ = random_graph()
-    deg = histogram(edge_index, 30)
-    conv = PNAConv(8, 8, ALL_AGGREGATORS, ALL_SCALERS, deg=deg)
-    reference = DegreeScalerAggregation(ALL_AGGREGATORS, ALL_SCALERS, deg)
-    msg = torch.randn(edge_index.size(1), 2, 8)
-    expected = reference(msg, edge_index[1], dim_size=30, dim=0)
-    torch.testing.assert_close(conv.aggr_module(msg, edge_index[1], dim_size=30, dim=0),
-                               expected, atol=1e-5, rtol=1e-5)
 
 
 def test_gradcheck_float64():

@@ -1,0 +1,291 @@
+"""Degree-scaled multi-aggregation (PNA), drop-in for PyG's ``DegreeScalerAggregation``."""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any, Optional, Union
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+from torch_geometric.nn.aggr import Aggregation
+
+from pyg_agg.ops import check_index, multi_aggregate
+from pyg_agg.ops.scatter import scatter_unchecked
+
+AGGREGATORS = ("mean", "sum", "min", "max", "var", "std", "moment3", "moment4", "moment5")
+SCALERS = ("identity", "amplification", "attenuation", "linear", "inverse_linear")
+STD_MODES = ("pyg", "eps")
+# Statistic of `multi_aggregate` behind each aggregator (moments need the mean).
+_BASE_STAT = {"mean": "mean", "sum": "sum", "min": "min", "max": "max", "var": "var",
+              "std": "std", "moment3": "mean", "moment4": "mean", "moment5": "mean"}
+# Scalers divided by the average log-degree / the average degree of `deg`.
+_LOG_SCALERS = ("amplification", "attenuation")
+_LIN_SCALERS = ("linear", "inverse_linear")
+
+
+def _as_names(value: Union[str, Iterable[str]], known: tuple[str, ...], arg: str) -> list[str]:
+    names = [value] if isinstance(value, str) else list(value)
+    if not names:
+        raise ValueError(f"`{arg}` must name at least one of {known}")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"Unknown {arg} {unknown}: expected some of {known}")
+    return names
+
+
+def _degree_averages(deg: Optional[Tensor], scalers: list[str]) -> tuple[float, float]:
+    """Average degree and average log(degree + 1) of a degree histogram.
+
+    Returns ``(1, 1)`` when ``deg`` is None and only the identity scaler is used.
+    """
+    needs_deg = [s for s in scalers if s != "identity"]
+    hint = ("pass the in-degree histogram of the training graphs, e.g. "
+            "`deg=PNAConv.get_degree_histogram(train_dataset)`")
+    if deg is None:
+        if needs_deg:
+            raise ValueError(f"`deg` is required by the scalers {needs_deg}: {hint}")
+        return 1.0, 1.0
+    if not isinstance(deg, Tensor) or deg.dim() != 1:
+        raise ValueError(f"`deg` must be a 1-D tensor (histogram of in-degrees): {hint}")
+    deg = deg.detach().to(torch.float64, copy=True).cpu()
+    if bool((deg < 0).any()):
+        raise ValueError("`deg` is a histogram and must not contain negative counts")
+    total = float(deg.sum())
+    if total <= 0:
+        if needs_deg:
+            raise ValueError(f"`deg` is empty or all zero, but the scalers {needs_deg} "
+                             f"need it: {hint}")
+        return 1.0, 1.0
+    bins = torch.arange(deg.numel(), dtype=torch.float64)
+    avg_lin = float((bins * deg).sum()) / total
+    avg_log = float(((bins + 1).log() * deg).sum()) / total
+    for names, avg, what in ((_LOG_SCALERS, avg_log, "log(degree + 1)"),
+                             (_LIN_SCALERS, avg_lin, "degree")):
+        used = [s for s in scalers if s in names]
+        if used and avg == 0:
+            raise ValueError(f"`deg` only counts isolated nodes, so the average {what} "
+                             f"is 0 and the scalers {used} would divide by zero")
+    return avg_lin, avg_log
+
+
+class _FusedStatistics(torch.autograd.Function):
+    r""":func:`~pyg_agg.ops.multi_aggregate` with a lean backward.
+
+    Autograd through the kernel would keep ``x**2`` and, for min/max, the
+    messages once per reduction (``[x, -x]``, ``E x 2C``, with ``concat=True``),
+    plus several more ``E x C`` temporaries. Here only
+    the messages are kept: the gradient of every statistic is a per-node
+    coefficient gathered per edge,
+
+    .. math::
+        \frac{\partial L}{\partial x_e} = P_{i} + Q_{i}\, x_e
+        + \sum_{\text{ext} \in \{\min, \max\}}
+        \frac{[x_e = \text{ext}_i]}{\#\text{ties}_i}\, g^{\text{ext}}_i,
+        \qquad i = \text{index}_e,
+
+    with :math:`P = g^{sum} + g^{mean}/d - Q\mu`, :math:`Q = 2 g^{var}/d`,
+    and :math:`g^{var}` including :math:`g^{std}/(2\sigma)` where
+    :math:`\sigma > \sqrt{\epsilon}` (both ``std_mode`` s are flat below
+    that). Ties of min/max share the gradient evenly, like the ``torch``
+    backend of :func:`~pyg_agg.ops.scatter`.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, msg: Tensor, index: Tensor, dim_size: int, names: tuple[str, ...],
+                std_mode: str, eps: float) -> tuple[Tensor, ...]:
+        needs_mean = any(n in names for n in ("var", "std"))
+        wanted = names + ("count",) + (("mean",) if needs_mean else ())
+        stats = multi_aggregate(msg, index, dim_size, stats=wanted, std_mode=std_mode, eps=eps)
+        count = stats["count"]
+        ctx.mark_non_differentiable(count)
+        ctx.names, ctx.eps, ctx.dim_size = names, eps, dim_size
+        kept = [stats.get(n) for n in ("mean", "std", "min", "max")]
+        ctx.save_for_backward(msg, index, count, *kept)
+        return (*(stats[n] for n in names), count)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, *grads: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
+        msg, index, count, mean, std, low, high = ctx.saved_tensors
+        denom = count.clamp(min=1).to(msg.dtype).unsqueeze(-1)
+        per_node = msg.new_zeros(ctx.dim_size, msg.size(-1))  # P
+        grad_var = None
+        for name, grad in zip(ctx.names, grads, strict=False):
+            if grad is None:
+                continue
+            if name == "sum":
+                per_node += grad
+            elif name == "mean":
+                per_node += grad / denom
+            elif name == "var":
+                grad_var = grad if grad_var is None else grad_var + grad
+            elif name == "std":
+                flat = std <= math.sqrt(ctx.eps)
+                grad = (grad / (2 * std)).masked_fill(flat, 0.0)
+                grad_var = grad if grad_var is None else grad_var + grad
+        per_msg = None  # Q
+        if grad_var is not None:
+            per_msg = 2 * grad_var / denom
+            per_node -= per_msg * mean
+        grad_msg = per_node.index_select(0, index)
+        if per_msg is not None:
+            grad_msg.addcmul_(per_msg.index_select(0, index), msg)
+        for name, extreme in (("min", low), ("max", high)):
+            grad = grads[ctx.names.index(name)] if name in ctx.names else None
+            if grad is None:
+                continue
+            hit = msg == extreme.index_select(0, index)
+            # Each non-empty (node, channel) has at least one hit; more hits mean
+            # ties, and only then is the per-slot tie count worth a scatter pass.
+            # (count_nonzero, and one cast to float: summing or multiplying by a
+            # bool tensor casts it to a fresh E x C buffer each time.)
+            ties = int(torch.count_nonzero(hit)) > int(torch.count_nonzero(count)) * msg.size(-1)
+            hit = hit.to(msg.dtype)
+            if ties:
+                grad = grad / scatter_unchecked(hit, index, 0, ctx.dim_size, "sum").clamp(min=1)
+            grad_msg += grad.index_select(0, index).mul_(hit)
+        return grad_msg, None, None, None, None, None
+
+
+class DegreeScalerAggregation(Aggregation):
+    r"""Several aggregators combined with degree scalers, from the
+    `"Principal Neighbourhood Aggregation for Graph Nets"
+    <https://arxiv.org/abs/2004.05718>`_ paper (Corso et al., NeurIPS 2020);
+    a drop-in for :class:`torch_geometric.nn.aggr.DegreeScalerAggregation`.
+
+    .. math::
+        \bigoplus_{j \in \mathcal{N}(i)} \mathbf{x}_j =
+        \big\Vert_{s \in \text{scalers}} \; s(d_i) \cdot
+        \big\Vert_{a \in \text{aggregators}} \; a\big(\{\mathbf{x}_j\}\big),
+        \qquad \text{amplification}(d) = \frac{\log(d + 1)}{\delta},\;
+        \text{attenuation}(d) = \frac{\delta}{\log(d + 1)},
+
+    with :math:`d_i` the in-degree and :math:`\delta` the mean of
+    :math:`\log(d + 1)` over the training graphs (from ``deg``); ``linear`` and
+    ``inverse_linear`` use :math:`d / \delta_{lin}` and its inverse, with
+    :math:`\delta_{lin}` the mean degree. Degrees below 1 are clamped to 1 where
+    they would divide, as in PyG.
+
+    Output layout, buffers (``avg_deg_lin``, ``avg_deg_log``) and values are
+    PyG's, so state dicts load both ways. Differences: all aggregators come
+    from one :func:`pyg_agg.ops.multi_aggregate` pass with a backward that keeps
+    only the messages (see :class:`pyg_agg.nn.PNAConv`); the paper's ``moment3..5``
+    aggregators are available; a single scaler may be given as a string
+    whatever ``aggr`` is (PyG tests ``aggr`` for that, so ``scaler="identity"``
+    with a list of aggregators fails there).
+
+    Args:
+        aggr (str or List[str]): Aggregator names: ``"mean"``, ``"sum"``,
+            ``"min"``, ``"max"``, ``"var"``, ``"std"``, ``"moment3"``,
+            ``"moment4"``, ``"moment5"``. ``Aggregation`` instances are not
+            accepted (they would bypass the fused kernel).
+        scaler (str or List[str]): Scaler names: ``"identity"``,
+            ``"amplification"``, ``"attenuation"``, ``"linear"``,
+            ``"inverse_linear"``.
+        deg (torch.Tensor, optional): Histogram of the training graphs'
+            in-degrees (see :meth:`pyg_agg.nn.PNAConv.get_degree_histogram`). Required
+            unless the only scaler is ``"identity"``.
+        train_norm (bool, optional): Make the degree normalisers trainable.
+            (default: :obj:`False`)
+        aggr_kwargs (List[Dict[str, Any]], optional): Accepted for PyG
+            compatibility; must be empty (the named aggregators take no
+            arguments). (default: :obj:`None`)
+        std_mode (str, optional): ``"pyg"`` (default, PyG's
+            :math:`\sqrt{\max(\sigma^2, \epsilon)}`, 0 where
+            :math:`\le \sqrt{\epsilon}`) or ``"eps"`` (the paper's
+            :math:`\sqrt{\mathrm{relu}(\sigma^2) + \epsilon}`).
+        eps (float, optional): The :math:`\epsilon` above. (default: ``1e-5``)
+
+    Shapes:
+        - **input:** ``x`` :math:`(*, |\mathcal{E}|, *, F)` with
+          ``index`` :math:`(|\mathcal{E}|)` along ``dim``
+        - **output:** :math:`(*, |\mathcal{V}|, *, S \cdot A \cdot F)`,
+          scaler-major, then aggregator, then channel (PyG's order)
+    """
+
+    def __init__(self, aggr: Union[str, list[str]], scaler: Union[str, list[str]],
+                 deg: Optional[Tensor] = None, train_norm: bool = False,
+                 aggr_kwargs: Optional[list[dict[str, Any]]] = None,
+                 std_mode: str = "pyg", eps: float = 1e-5):
+        super().__init__()
+        if isinstance(aggr, Aggregation):
+            raise ValueError(f"`aggr` must be aggregator names from {AGGREGATORS}, got the "
+                             f"module {aggr!r}")
+        if aggr_kwargs and any(aggr_kwargs):
+            raise ValueError(f"`aggr_kwargs` must be empty: the aggregators {AGGREGATORS} "
+                             f"take no arguments, got {aggr_kwargs!r}")
+        if std_mode not in STD_MODES:
+            raise ValueError(f"`std_mode` must be one of {STD_MODES}, got {std_mode!r}")
+        self.aggregators = _as_names(aggr, AGGREGATORS, "aggregators")
+        self.scalers = _as_names(scaler, SCALERS, "scalers")
+        self.std_mode = std_mode
+        self.eps = eps
+        self.init_avg_deg_lin, self.init_avg_deg_log = _degree_averages(deg, self.scalers)
+        if train_norm:
+            self.avg_deg_lin = torch.nn.Parameter(torch.empty(1))
+            self.avg_deg_log = torch.nn.Parameter(torch.empty(1))
+        else:
+            self.register_buffer("avg_deg_lin", torch.empty(1))
+            self.register_buffer("avg_deg_log", torch.empty(1))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.avg_deg_lin.data.fill_(self.init_avg_deg_lin)
+        self.avg_deg_log.data.fill_(self.init_avg_deg_log)
+
+    def statistics(self, msg: Tensor, index: Tensor, dim_size: int) -> tuple[Tensor, Tensor]:
+        """Aggregates ``msg`` (``[E, C]``) at ``index``.
+
+        Returns every aggregator stacked, ``[N, A, C]``, and the in-degree ``[N]``.
+        """
+        names = tuple(sorted({_BASE_STAT[a] for a in self.aggregators}))
+        *values, count = _FusedStatistics.apply(msg, index, dim_size, names,
+                                                self.std_mode, self.eps)
+        stats = dict(zip(names, values, strict=True))
+        orders = [int(a[-1]) for a in self.aggregators if a.startswith("moment")]
+        if orders:
+            # Paper: M_n = sign(m) (|m| + eps)^(1/n), m = E[(x - mean)^n]; one more pass.
+            centred = msg - stats["mean"].index_select(0, index)
+            powers = torch.cat([centred.pow(n) for n in orders], dim=-1)
+            moments = multi_aggregate(powers, index, dim_size, stats=("mean",))["mean"]
+            for n, m in zip(orders, moments.split(msg.size(-1), dim=-1), strict=True):
+                stats[f"moment{n}"] = m.sign() * (m.abs() + self.eps).pow(1.0 / n)
+        stacked = torch.stack([stats[a if a.startswith("moment") else _BASE_STAT[a]]
+                               for a in self.aggregators], dim=1)
+        return stacked, count
+
+    def scales(self, count: Tensor, dtype: torch.dtype) -> Tensor:
+        """The ``[N, S]`` factor of each scaler; degrees below 1 are clamped to 1
+        where they would divide (PyG does the same)."""
+        deg = count.to(dtype)
+        clamped = deg.clamp(min=1)
+        factors = {
+            "identity": lambda: torch.ones_like(deg),
+            "amplification": lambda: (deg + 1).log() / self.avg_deg_log,
+            "attenuation": lambda: self.avg_deg_log / (clamped + 1).log(),
+            "linear": lambda: deg / self.avg_deg_lin,
+            "inverse_linear": lambda: self.avg_deg_lin / clamped,
+        }
+        return torch.stack([factors[s]() for s in self.scalers], dim=1)
+
+    def forward(self, x: Tensor, index: Optional[Tensor] = None, ptr: Optional[Tensor] = None,
+                dim_size: Optional[int] = None, dim: int = -2) -> Tensor:
+        """``x`` ``[..., E, ..., C]`` -> ``[..., N, ..., S * A * C]``."""
+        self.assert_index_present(index)
+        moved = x.movedim(dim, 0)
+        n = check_index(index, moved, 0, dim_size)
+        stacked, count = self.statistics(moved.reshape(moved.size(0), -1), index, n)
+        stacked = stacked.view(n, len(self.aggregators), *moved.shape[1:])
+        scale = self.scales(count, x.dtype).view(n, -1, *([1] * moved.dim()))
+        out = (stacked.unsqueeze(1) * scale).movedim((1, 2), (-3, -2))
+        return out.reshape(*out.shape[:-3], -1).movedim(0, dim)
+
+
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}(aggr={self.aggregators}, "
+                f"scaler={self.scalers})")
+
+
+__all__ = ["DegreeScalerAggregation"]
