@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from pyg_agg.pipelines.models import MODELS, READOUTS
+from pyg_agg.pipelines.models import HEADS, MODELS, READOUTS
 from pyg_agg.pipelines.train import SCHEDULERS, TrainConfig
 
 
@@ -35,7 +35,11 @@ def add_train_arguments(parser: argparse.ArgumentParser, **defaults) -> None:
     add("--layers", type=int, default=d.layers, help="number of message-passing layers")
     add("--heads", type=int, default=d.heads, help="attention heads (gat, gatv2)")
     add("--towers", type=int, default=d.towers, help="PNA towers")
+    add("--head", choices=HEADS, default=d.head,
+        help="graph tasks: prediction head (halving: h -> h/2 -> h/4 -> out, PNA's OGB code)")
     add("--dropout", type=float, default=d.dropout)
+    add("--dropout-after-residual", action="store_true",
+        help="graph tasks: dropout on h + conv(h) instead of on the conv branch (PNA's OGB code)")
     add("--lr", type=float, default=d.lr)
     add("--weight-decay", type=float, default=d.weight_decay)
     add("--batch-size", type=int, default=d.batch_size,
@@ -46,6 +50,7 @@ def add_train_arguments(parser: argparse.ArgumentParser, **defaults) -> None:
     add("--runs", type=int, default=d.runs, help="independent runs (seeds seed..seed+runs-1)")
     add("--seed", type=int, default=d.seed)
     add("--scheduler", choices=SCHEDULERS, default=d.scheduler)
+    add("--min-lr", type=float, default=d.min_lr, help="plateau scheduler's lower bound")
     add("--device", default=d.device, help="auto, cpu, cuda or cuda:N")
     add("--workers", type=int, default=d.workers, help="DataLoader worker processes")
     add("--root", help="data root (default $PYG_AGG_DATA or ./datasets)")

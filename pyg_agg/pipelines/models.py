@@ -6,8 +6,9 @@ head) or a :class:`NodeNet` (node-level: L convolutions, the last one producing 
 classes). OGB molecules are embedded with OGB's ``AtomEncoder``; their bonds with a
 ``BondEncoder`` per layer, as in OGB's reference examples.
 
-Convolutions ``gatv2``, ``pna`` and ``lcm`` and the ``histograph`` readout are this
-library's (:mod:`pyg_agg.nn`); ``gin``, ``gcn``, ``gat`` and ``sage`` are PyG's baselines.
+Convolutions ``gatv2``, ``pna``, ``pna-simple`` and ``lcm`` and the ``histograph``
+readout are this library's (:mod:`pyg_agg.nn`); ``gin``, ``gcn``, ``gat`` and ``sage`` are
+PyG's baselines.
 """
 from __future__ import annotations
 
@@ -18,8 +19,14 @@ from torch import Tensor, nn
 
 from pyg_agg.ops import scatter
 
-MODELS = ("gatv2", "pna", "lcm", "gin", "gcn", "gat", "sage")
+MODELS = ("gatv2", "pna", "pna-simple", "lcm", "gin", "gcn", "gat", "sage")
+#: Models built on a degree histogram of the training graphs.
+DEGREE_MODELS = ("pna", "pna-simple")
 READOUTS = ("mean", "sum", "max", "jk-cat", "histograph")
+#: Graph-level prediction heads: ``mlp`` is Linear-ReLU-Dropout-Linear at the hidden
+#: width; ``halving`` is the Benchmarking-GNNs ``MLPReadout`` (widths h, h/2, h/4, out)
+#: that PNA's OGB code uses.
+HEADS = ("mlp", "halving")
 #: Convolutions that take edge features (through ``edge_dim``).
 EDGE_AWARE = ("gatv2", "gat", "pna", "gin")
 PNA_AGGREGATORS = ("mean", "min", "max", "std")
@@ -48,6 +55,10 @@ def make_conv(model: str, in_channels: int, out_channels: int, *, heads: int = 1
         return PNAConv(in_channels, out_channels, aggregators=list(PNA_AGGREGATORS),
                        scalers=list(PNA_SCALERS), deg=deg, edge_dim=edge_dim, towers=towers,
                        pre_layers=1, post_layers=1, divide_input=False)
+    if model == "pna-simple":
+        if deg is None:
+            raise ValueError("model 'pna-simple' needs a degree histogram 'deg'")
+        return PNASimpleConv(in_channels, out_channels, deg)
     if model == "lcm":
         return LCMConv(in_channels, out_channels)
     if model == "gin":
@@ -63,6 +74,48 @@ def make_conv(model: str, in_channels: int, out_channels: int, *, heads: int = 1
     raise ValueError(f"Unknown model {model!r}. Valid models: {', '.join(MODELS)}")
 
 
+class PNASimpleConv(nn.Module):
+    r"""The "simple" PNA layer of the authors' OGB leaderboard code (Corso et al., 2020):
+    the degree-scaled aggregates of the raw neighbour features, then one linear map,
+
+    .. math::
+        \mathbf{x}_i' = \mathbf{W} \big\Vert_{s} s(d_i) \big\Vert_{a}
+        a\big(\{\mathbf{x}_j : j \in \mathcal{N}(i)\}\big) + \mathbf{b},
+
+    with aggregators mean/min/max/std (the paper's std,
+    :math:`\sqrt{\mathrm{relu}(\sigma^2) + 10^{-5}}`) and scalers
+    identity/amplification/attenuation. Unlike :class:`pyg_agg.nn.PNAConv` it has no
+    pre-transformation, no self term and no edge features. ``W`` starts as in that
+    code: Xavier-uniform with gain ``1 / fan_in``, zero bias.
+
+    Shapes: ``x`` ``[N, in_channels]``, ``edge_index`` ``[2, E]`` ->
+    ``[N, out_channels]``.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, deg: Tensor) -> None:
+        super().__init__()
+        from pyg_agg.nn.aggr import DegreeScalerAggregation
+
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.aggr = DegreeScalerAggregation(list(PNA_AGGREGATORS), list(PNA_SCALERS), deg,
+                                            std_mode="eps")
+        width = len(PNA_AGGREGATORS) * len(PNA_SCALERS) * in_channels
+        self.lin = nn.Linear(width, out_channels)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.aggr.reset_parameters()
+        nn.init.xavier_uniform_(self.lin.weight, gain=1.0 / self.lin.in_features)
+        nn.init.zeros_(self.lin.bias)
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        source, target = edge_index
+        return self.lin(self.aggr(x.index_select(0, source), target, dim_size=x.size(0)))
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
+
+
 def _call_conv(conv: nn.Module, x: Tensor, edge_index: Tensor,
                edge_attr: Optional[Tensor]) -> Tensor:
     return conv(x, edge_index) if edge_attr is None else conv(x, edge_index, edge_attr)
@@ -76,6 +129,8 @@ class GraphNet(nn.Module):
     r"""Graph-level predictor: encoder, ``num_layers`` residual conv blocks, readout, MLP.
 
     Block: :math:`h^{(l+1)} = h^{(l)} + \mathrm{Dropout}(\mathrm{ReLU}(\mathrm{BN}(
+    \mathrm{conv}(h^{(l)}))))`, or with ``dropout_after_residual`` (PNA's OGB code)
+    :math:`h^{(l+1)} = \mathrm{Dropout}(h^{(l)} + \mathrm{ReLU}(\mathrm{BN}(
     \mathrm{conv}(h^{(l)}))))`. Readouts: ``mean``/``sum``/``max`` pool the last layer;
     ``jk-cat`` concatenates the mean pool of every layer (jumping knowledge, Xu et al.,
     2018); ``histograph`` reads the outputs of layers 1..L with
@@ -89,8 +144,10 @@ class GraphNet(nn.Module):
     def __init__(self, model: str, in_channels: int, hidden: int, out_channels: int,
                  num_layers: int, dropout: float, readout: str, ogb_mol: bool,
                  edge_dim: Optional[int], heads: int = 1, deg: Optional[Tensor] = None,
-                 towers: int = 1) -> None:
+                 towers: int = 1, head: str = "mlp", dropout_after_residual: bool = False) -> None:
         super().__init__()
+        if head not in HEADS:
+            raise ValueError(f"Unknown head {head!r}. Valid heads: {', '.join(HEADS)}")
         if ogb_mol:
             from ogb.graphproppred.mol_encoder import AtomEncoder, BondEncoder
 
@@ -109,6 +166,7 @@ class GraphNet(nn.Module):
                       deg=deg, towers=towers) for _ in range(num_layers)])
         self.norms = nn.ModuleList([nn.BatchNorm1d(hidden) for _ in range(num_layers)])
         self.dropout = dropout
+        self.dropout_after_residual = dropout_after_residual
         self.readout = readout
         self.in_channels = in_channels
         if readout == "histograph":
@@ -116,8 +174,13 @@ class GraphNet(nn.Module):
 
             self.histograph = HistoGraphReadout(hidden, num_layers, hidden)
         pooled = hidden * (num_layers + 1) if readout == "jk-cat" else hidden
-        self.head = nn.Sequential(nn.Linear(pooled, hidden), nn.ReLU(), nn.Dropout(dropout),
-                                  nn.Linear(hidden, out_channels))
+        if head == "mlp":
+            self.head = nn.Sequential(nn.Linear(pooled, hidden), nn.ReLU(), nn.Dropout(dropout),
+                                      nn.Linear(hidden, out_channels))
+        else:
+            self.head = nn.Sequential(nn.Linear(pooled, pooled // 2), nn.ReLU(),
+                                      nn.Linear(pooled // 2, pooled // 4), nn.ReLU(),
+                                      nn.Linear(pooled // 4, out_channels))
 
     def forward(self, data: Any) -> Tensor:
         x = data.x
@@ -128,8 +191,11 @@ class GraphNet(nn.Module):
         for i, (conv, norm) in enumerate(zip(self.convs, self.norms, strict=True)):
             edge_attr = self.edge_encoders[i](data.edge_attr) if self.edge_encoders else None
             out = _call_conv(conv, h, data.edge_index, edge_attr)
-            out = nn.functional.dropout(norm(out).relu(), self.dropout, self.training)
-            h = h + out
+            out = norm(out).relu()
+            if self.dropout_after_residual:
+                h = nn.functional.dropout(h + out, self.dropout, self.training)
+            else:
+                h = h + nn.functional.dropout(out, self.dropout, self.training)
             history.append(h)
         return self.head(self._read(history, data.batch, int(data.num_graphs)))
 

@@ -52,6 +52,8 @@ from pyg_agg.pipelines.data import (
     load_dataset,
 )
 from pyg_agg.pipelines.models import (
+    DEGREE_MODELS,
+    HEADS,
     MODELS,
     READOUTS,
     GraphNet,
@@ -77,7 +79,9 @@ class TrainConfig:
     layers: int = 3
     heads: int = 1
     towers: int = 1
+    head: str = "mlp"
     dropout: float = 0.5
+    dropout_after_residual: bool = False
     lr: float = 1e-3
     weight_decay: float = 0.0
     batch_size: int = 32
@@ -86,6 +90,7 @@ class TrainConfig:
     runs: int = 1
     seed: int = 0
     scheduler: str = "none"
+    min_lr: float = 1e-5
     device: str = "auto"
     workers: int = 0
     root: Optional[str] = None
@@ -106,6 +111,8 @@ class TrainConfig:
                                  f"Valid readouts: {', '.join(READOUTS)}")
             if self.num_neighbors is not None:
                 raise ValueError("num_neighbors applies to node-level datasets only")
+            if self.head not in HEADS:
+                raise ValueError(f"Unknown head {self.head!r}. Valid heads: {', '.join(HEADS)}")
         elif self.readout is not None:
             raise ValueError(f"readout applies to graph-level datasets; {self.dataset} is "
                              "node-level")
@@ -119,6 +126,8 @@ class TrainConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"lr must be a positive finite number, got {self.lr}")
+        if not 0 <= self.min_lr <= self.lr:
+            raise ValueError(f"min_lr must be in [0, lr={self.lr}], got {self.min_lr}")
         if self.weight_decay < 0:
             raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
         if self.workers < 0:
@@ -220,7 +229,7 @@ def _improved(value: float, best: Optional[float], higher_is_better: bool) -> bo
 def build_model(cfg: TrainConfig, task: TaskData) -> nn.Module:
     """The network for ``cfg.model`` on ``task`` (PNA's degree histogram from train data)."""
     deg = None
-    if cfg.model == "pna":
+    if cfg.model in DEGREE_MODELS:
         from pyg_agg.nn import PNAConv
 
         graphs = task.dataset[task.split["train"]] if task.level == GRAPH else [task.dataset]
@@ -228,7 +237,8 @@ def build_model(cfg: TrainConfig, task: TaskData) -> nn.Module:
     if task.level == GRAPH:
         return GraphNet(cfg.model, task.num_features, cfg.hidden, task.num_outputs, cfg.layers,
                         cfg.dropout, cfg.readout, task.ogb_mol, task.edge_dim, heads=cfg.heads,
-                        deg=deg, towers=cfg.towers)
+                        deg=deg, towers=cfg.towers, head=cfg.head,
+                        dropout_after_residual=cfg.dropout_after_residual)
     return NodeNet(cfg.model, task.num_features, cfg.hidden, task.num_outputs, cfg.layers,
                    cfg.dropout, heads=cfg.heads, deg=deg, towers=cfg.towers)
 
@@ -237,7 +247,7 @@ def _scheduler(cfg: TrainConfig, optimizer: torch.optim.Optimizer, higher_is_bet
     if cfg.scheduler == "plateau":
         return torch.optim.lr_scheduler.ReduceLROnPlateau(
             optimizer, mode="max" if higher_is_better else "min", factor=0.5,
-            patience=PLATEAU_PATIENCE, min_lr=1e-5)
+            patience=PLATEAU_PATIENCE, min_lr=cfg.min_lr)
     if cfg.scheduler == "cosine":
         return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
     return None
@@ -393,7 +403,10 @@ def plot_curves(history: list[dict[str, Any]], metric: str, path: Path) -> None:
 
 def _check_resumable(saved: dict[str, Any], cfg: TrainConfig) -> None:
     now = cfg.to_dict()
-    changed = [k for k in now if k not in RESUMABLE_CHANGES and saved.get(k) != now[k]]
+    # Settings added after the checkpoint was written count as their defaults.
+    defaults = TrainConfig(dataset="", model="").to_dict()
+    changed = [k for k in now
+               if k not in RESUMABLE_CHANGES and saved.get(k, defaults[k]) != now[k]]
     if changed:
         raise ValueError(f"cannot resume: settings differ from the checkpoint: {changed}")
 
