@@ -38,7 +38,8 @@ def add_train_arguments(parser: argparse.ArgumentParser, **defaults) -> None:
     add("--head", choices=HEADS, default=d.head,
         help="graph tasks: prediction head (halving: h -> h/2 -> h/4 -> out, PNA's OGB code)")
     add("--dropout", type=float, default=d.dropout)
-    add("--dropout-after-residual", action="store_true",
+    add("--dropout-after-residual", action=argparse.BooleanOptionalAction,
+        default=d.dropout_after_residual,
         help="graph tasks: dropout on h + conv(h) instead of on the conv branch (PNA's OGB code)")
     add("--lr", type=float, default=d.lr)
     add("--weight-decay", type=float, default=d.weight_decay)

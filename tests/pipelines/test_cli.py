@@ -6,11 +6,13 @@ from pyg_agg.cli import main
 
 @pytest.mark.parametrize("argv, message", [
     (["--dataset", "nope", "--model", "gin"], "Valid datasets: ogbg-molbace"),
-    (["--dataset", "MUTAG", "--model", "transformer"], "Valid models: gatv2, pna, lcm, gin"),
+    (["--dataset", "MUTAG", "--model", "transformer"], "Valid models: gatv2, pna, pna-simple, lcm, gin"),
     (["--dataset", "MUTAG", "--model", "gin", "--readout", "attn"], "Valid readouts: mean"),
     (["--dataset", "MUTAG", "--model", "gin", "--dropout", "1.0"], "dropout must be in [0, 1)"),
     (["--dataset", "MUTAG", "--model", "gin", "--lr", "-1"], "lr must be a positive"),
     (["--dataset", "MUTAG", "--model", "gin", "--epochs", "0"], "epochs must be a positive"),
+    (["--dataset", "MUTAG", "--model", "gin", "--lr", "0.01", "--min-lr", "0.1"],
+     "min_lr must be in [0, lr=0.01]"),
     (["--dataset", "MUTAG", "--model", "gat", "--hidden", "10", "--heads", "4"],
      "hidden (10) must be divisible by heads (4)"),
     (["--dataset", "MUTAG", "--model", "pna", "--hidden", "10", "--towers", "4"],
@@ -38,3 +40,13 @@ def test_build_ogb_rejects_unknown_name(tmp_path, capsys):
                  "--root", str(tmp_path)])
     assert code == 2
     assert "ogbg-molhiv" in capsys.readouterr().err
+
+
+def test_recipe_switches_can_be_turned_off():
+    from pyg_agg.cli import config_from_args, recipe_parser
+
+    parser = recipe_parser("", dict(dataset="ogbg-molhiv", model="pna-simple",
+                                    dropout_after_residual=True))
+    assert config_from_args(parser.parse_args([])).dropout_after_residual is True
+    args = parser.parse_args(["--no-dropout-after-residual", "--model", "pna"])
+    assert (args.dropout_after_residual, args.model) == (False, "pna")

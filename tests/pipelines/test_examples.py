@@ -57,6 +57,7 @@ def test_pna_molhiv_recipe_runs_on_a_small_mol_set(shared_data, cache_dir, tmp_p
             "--hidden", "20", "--layers", "1", "--batch-size", "256", "--out", str(tmp_path)]
     assert _run_example("ogbg_molhiv_pna.py", argv, monkeypatch) == 0
     config = json.loads((tmp_path / "run0" / "config.json").read_text())
-    assert (config["model"], config["dropout"], config["lr"], config["scheduler"]) == (
-        "pna", 0.3, 0.01, "plateau")
+    recipe = ("model", "head", "dropout", "dropout_after_residual", "lr", "scheduler", "min_lr")
+    assert tuple(config[k] for k in recipe) == (
+        "pna-simple", "halving", 0.3, True, 0.01, "plateau", 1e-4)
     assert 0.0 <= json.loads((tmp_path / "summary.json").read_text())["test"]["mean"] <= 1.0

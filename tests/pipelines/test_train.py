@@ -98,6 +98,14 @@ def test_resume_refuses_changed_settings(tmp_path):
         run_training(TrainConfig(**{**base, "hidden": 16, "epochs": 2}, resume=True))
 
 
+def test_resume_treats_settings_newer_than_the_checkpoint_as_defaults():
+    cfg = TrainConfig(dataset="synthetic-sbm", model="sage")
+    saved = {k: v for k, v in cfg.to_dict().items() if k not in ("head", "min_lr")}
+    train_module._check_resumable(saved, cfg)  # an older checkpoint: no error
+    with pytest.raises(ValueError, match="head"):
+        train_module._check_resumable({**saved, "head": "halving"}, cfg)
+
+
 def test_missing_labels_are_left_out_of_the_loss():
     out = torch.tensor([[0.3, -1.0], [2.0, 0.5]])
     y = torch.tensor([[1.0, float("nan")], [0.0, 1.0]])
