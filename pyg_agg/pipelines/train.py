@@ -113,6 +113,9 @@ class TrainConfig:
                 raise ValueError("num_neighbors applies to node-level datasets only")
             if self.head not in HEADS:
                 raise ValueError(f"Unknown head {self.head!r}. Valid heads: {', '.join(HEADS)}")
+            if self.head == "halving" and self.hidden < 4:
+                raise ValueError(f"head 'halving' needs hidden >= 4 (widths h/2, h/4), got "
+                                 f"{self.hidden}")
         elif self.readout is not None:
             raise ValueError(f"readout applies to graph-level datasets; {self.dataset} is "
                              "node-level")

@@ -11,6 +11,8 @@ from pyg_agg.cli import main
     (["--dataset", "MUTAG", "--model", "gin", "--dropout", "1.0"], "dropout must be in [0, 1)"),
     (["--dataset", "MUTAG", "--model", "gin", "--lr", "-1"], "lr must be a positive"),
     (["--dataset", "MUTAG", "--model", "gin", "--epochs", "0"], "epochs must be a positive"),
+    (["--dataset", "MUTAG", "--model", "gin", "--hidden", "2", "--head", "halving"],
+     "head 'halving' needs hidden >= 4"),
     (["--dataset", "MUTAG", "--model", "gin", "--lr", "0.01", "--min-lr", "0.1"],
      "min_lr must be in [0, lr=0.01]"),
     (["--dataset", "MUTAG", "--model", "gat", "--hidden", "10", "--heads", "4"],
