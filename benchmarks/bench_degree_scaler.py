@@ -17,6 +17,7 @@ import argparse
 
 import torch
 from common import (
+    add_graph_arguments,
     median_time_s,
     molecular_batch,
     peak_memory_mib,
@@ -61,11 +62,8 @@ def compare(name: str, edge_index: torch.Tensor, num_nodes: int, channels: int,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=100_000)
-    parser.add_argument("--edges", type=int, default=1_000_000)
+    add_graph_arguments(parser)
     parser.add_argument("--channels", type=int, default=64)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
     device = torch.device(args.device)
     if device.type == "cpu":

@@ -23,6 +23,7 @@ import time
 
 import torch
 from common import (
+    add_graph_arguments,
     molecular_batch,
     peak_memory_mib,
     pin_malloc_threshold,
@@ -110,14 +111,11 @@ def run_case(case: str, args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=100_000)
-    parser.add_argument("--edges", type=int, default=1_000_000)
+    add_graph_arguments(parser)
     parser.add_argument("--features", type=int, default=64)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--graphs", type=int, default=128, help="molecules in the small batch")
-    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--memory-worker", choices=CASES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.threads:

@@ -30,7 +30,7 @@ import sys
 import time
 
 import torch
-from common import molecular_batch, power_law_graph
+from common import add_graph_arguments, molecular_batch, power_law_graph
 from torch_geometric.nn.aggr import LCMAggregation as PyGLCMAggregation
 
 from pyg_agg.nn import LCMAggregation
@@ -115,9 +115,7 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--channels", type=int, default=64)
     parser.add_argument("--graphs", type=int, default=128)
-    parser.add_argument("--nodes", type=int, default=100_000)
-    parser.add_argument("--edges", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=5)
+    add_graph_arguments(parser, device=False)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:

@@ -22,7 +22,7 @@ import tempfile
 import time
 
 import torch
-from common import molecular_batch
+from common import add_graph_arguments, molecular_batch
 from torch_geometric.nn import PNAConv as PyGPNAConv
 
 from pyg_agg.nn import PNAConv
@@ -148,12 +148,9 @@ def time_both(args: argparse.Namespace, case: dict) -> tuple[float, float, float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=100_000)
-    parser.add_argument("--edges", type=int, default=1_000_000)
+    add_graph_arguments(parser)
     parser.add_argument("--channels", type=int, default=64)
     parser.add_argument("--edge-dim", type=int, default=16)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs")
     parser.add_argument("--worker", choices=["pyg", "ours"], help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)

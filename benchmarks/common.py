@@ -9,6 +9,7 @@ allocator's peak statistics are used instead.
 """
 from __future__ import annotations
 
+import argparse
 import gc
 import os
 import re
@@ -103,6 +104,15 @@ def molecular_batch(
         batch.append(torch.full((n,), g))
         offset += n
     return torch.cat(edges, 1).to(device), torch.cat(batch).to(device)
+
+
+def add_graph_arguments(parser: argparse.ArgumentParser, device: bool = True) -> None:
+    """The options every side-by-side benchmark shares: graph size, repeats, device."""
+    parser.add_argument("--nodes", type=int, default=100_000, help="power-law graph nodes")
+    parser.add_argument("--edges", type=int, default=1_000_000, help="power-law graph edges")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs (median)")
+    if device:
+        parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
 
 
 def ratio_line(name: str, ours: float, theirs: float, unit: str) -> str:
