@@ -217,8 +217,8 @@ class DegreeScalerAggregation(Aggregation):
                              f"take no arguments, got {aggr_kwargs!r}")
         if std_mode not in STD_MODES:
             raise ValueError(f"`std_mode` must be one of {STD_MODES}, got {std_mode!r}")
-        self.aggregators = _as_names(aggr, AGGREGATORS, "aggregators")
-        self.scalers = _as_names(scaler, SCALERS, "scalers")
+        self.aggregators = _as_names(aggr, AGGREGATORS, "aggr")
+        self.scalers = _as_names(scaler, SCALERS, "scaler")
         self.std_mode = std_mode
         self.eps = eps
         self.init_avg_deg_lin, self.init_avg_deg_log = _degree_averages(deg, self.scalers)
