@@ -281,8 +281,6 @@ class DegreeScalerAggregation(Aggregation):
         out = (stacked.unsqueeze(1) * scale).movedim((1, 2), (-3, -2))
         return out.reshape(*out.shape[:-3], -1).movedim(0, dim)
 
-
-
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}(aggr={self.aggregators}, "
                 f"scaler={self.scalers})")
