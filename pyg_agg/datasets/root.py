@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Optional, Union
 
@@ -50,14 +51,25 @@ def writable_dataset_dir(src: Path, name: str) -> Path:
     if os.access(src, os.W_OK) and Path(src).stat().st_mode & 0o200:
         return src
     dst = cache_root() / name
-    if not dst.exists():
-        tmp = dst.with_name(dst.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
+    if dst.exists():
+        return dst
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    # A private temp folder per caller: concurrent runs on the same cache (two jobs,
+    # or DDP ranks) each copy into their own, and the first rename wins.
+    tmp = Path(tempfile.mkdtemp(dir=dst.parent, prefix=f"{dst.name}.tmp-"))
+    try:
         # copyfile, not copy2: the copy must not inherit the source's read-only modes
         shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("processed"),
-                        copy_function=shutil.copyfile)
+                        copy_function=shutil.copyfile, dirs_exist_ok=True)
         os.chmod(tmp, 0o755)
-        tmp.replace(dst)  # atomic: a half-copied folder is never used
+        try:
+            tmp.rename(dst)  # atomic: a half-copied folder is never used
+        except OSError:
+            if not dst.is_dir():
+                raise
+            # another caller's complete copy landed first; ours is redundant
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return dst
 
 
