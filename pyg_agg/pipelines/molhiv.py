@@ -12,14 +12,17 @@ files ``ogb.graphproppred.PygGraphPropPredDataset`` reads::
 
 Scaffold split (as OGB / Hu et al., 2020): Murcko scaffold SMILES with chirality;
 molecules grouped by scaffold; groups sorted by size, largest first (ties: larger
-last index first); groups fill train up to 80%, then valid up to 90%, the rest test.
+first index first); groups fill train up to 80%, then valid up to 90%, the rest test;
+each split file lists its indices in ascending order. This reproduces the official
+split files of ogbg-molbace, -molbbbp, -molesol and -molfreesolv exactly.
 
 Lenient fallback: a few SMILES that older RDKit versions accepted fail today's
 default sanitization (e.g. hypervalent Al, ``[B-2]``). Such a row is parsed with
 ``sanitize=False``, its property cache updated non-strictly and ring, aromaticity,
 conjugation and hybridisation perceived, then featurised with OGB's own atom/bond
-feature functions. These rows cannot be given a Murcko scaffold; they form one
-scaffold group of their own. They are listed in the report. Rows that do not parse
+feature functions. Their scaffold is the Murcko core of the unsanitized molecule,
+so each keeps a scaffold group of its own as when the RDKit OGB used parsed them.
+They are listed in the report. Rows that do not parse
 even so are *invalid*: reported with row number and text, and either an error
 (default) or, with ``on_invalid="skip"``, left out of the dataset and listed.
 """
@@ -38,8 +41,6 @@ import pandas as pd
 
 from pyg_agg.datasets.root import PathLike
 
-#: Scaffold key shared by rows that only parse leniently.
-LENIENT_SCAFFOLD = "<lenient-parse>"
 SPLITS = ("scaffold",)
 
 
@@ -109,13 +110,26 @@ def murcko_scaffold(smiles: str) -> str:
     return MurckoScaffold.MurckoScaffoldSmiles(smiles=smiles, includeChirality=True)
 
 
+def _lenient_scaffold(mol) -> str:
+    """Murcko core SMILES of a leniently parsed molecule; it skips the sanitization
+    that :func:`murcko_scaffold` needs and these molecules fail."""
+    from rdkit import Chem
+
+    return Chem.MolToSmiles(Chem.MurckoDecompose(mol))
+
+
 def scaffold_split(scaffolds: list[str], frac_train: float = 0.8,
                    frac_valid: float = 0.1) -> dict[str, list[int]]:
-    """OGB's deterministic scaffold split of positions ``0..len(scaffolds)-1``."""
+    """OGB's deterministic scaffold split of positions ``0..len(scaffolds)-1``.
+
+    Groups of equal size are taken in descending order of their first index, as OGB
+    (and Hu et al.'s ``scaffold_split``) did; each part is returned sorted ascending,
+    as in OGB's split files.
+    """
     groups: dict[str, list[int]] = {}
     for i, scaffold in enumerate(scaffolds):
         groups.setdefault(scaffold, []).append(i)
-    ordered = sorted(groups.values(), key=lambda g: (len(g), g[-1]), reverse=True)
+    ordered = sorted(groups.values(), key=lambda g: (len(g), g[0]), reverse=True)
     n = len(scaffolds)
     train_cut, valid_cut = frac_train * n, (frac_train + frac_valid) * n
     split: dict[str, list[int]] = {"train": [], "valid": [], "test": []}
@@ -126,7 +140,7 @@ def scaffold_split(scaffolds: list[str], frac_train: float = 0.8,
             split["valid"] += group
         else:
             split["test"] += group
-    return split
+    return {part: sorted(idx) for part, idx in split.items()}
 
 
 def _featurise(smiles_list: list[str]):
@@ -155,7 +169,7 @@ def _featurise(smiles_list: list[str]):
             else:
                 lenient.append({"row": row, "smiles": smiles})
                 graphs.append(mol_to_graph(mol))
-                scaffolds.append(LENIENT_SCAFFOLD)
+                scaffolds.append(_lenient_scaffold(mol))
     return graphs, scaffolds, lenient, invalid
 
 

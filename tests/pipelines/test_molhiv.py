@@ -13,6 +13,7 @@ from pyg_agg.pipelines.molhiv import (
     InvalidSmilesError,
     build_ogb,
     mol_to_graph,
+    murcko_scaffold,
     scaffold_split,
 )
 
@@ -49,10 +50,41 @@ def test_mol_to_graph_is_smiles2graph_after_parsing():
         np.testing.assert_array_equal(ours[key], theirs[key])
 
 
-def test_scaffold_split_orders_groups_by_size_then_last_index():
-    # a: 6 molecules, b: 2, c and d: 1 each (d's index is larger, so it comes first)
+def test_scaffold_split_orders_equal_sizes_by_first_index():
+    # a: 6 molecules; b (positions 6, 9) and c (7, 8) tie at size 2, and c's first index
+    # is larger, so c fills train and b goes to test (by last index b would come first)
+    split = scaffold_split(["a"] * 6 + ["b", "c", "c", "b"])
+    assert split == {"train": [0, 1, 2, 3, 4, 5, 7, 8], "valid": [], "test": [6, 9]}
+    # singletons: the larger index comes first
     split = scaffold_split(["a"] * 6 + ["b"] * 2 + ["c", "d"])
     assert split == {"train": [0, 1, 2, 3, 4, 5, 6, 7], "valid": [9], "test": [8]}
+
+
+@pytest.mark.parametrize("name", ["molbace", "molbbbp", "molesol", "molfreesolv"])
+def test_scaffold_split_reproduces_ogbs_split_files(shared_data, name):
+    folder = shared_data / "ogb" / f"ogbg_{name}"
+    smiles = pd.read_csv(folder / "mapping" / "mol.csv.gz")["smiles"]
+    ours = scaffold_split([murcko_scaffold(s) for s in smiles])
+    for part in ("train", "valid", "test"):
+        official = pd.read_csv(folder / "split" / "scaffold" / f"{part}.csv.gz", header=None)
+        assert ours[part] == official[0].tolist(), part
+
+
+def test_lenient_rows_keep_a_scaffold_group_each(tmp_path):
+    # eight benzene-scaffold molecules fill train; the two rows that only parse
+    # leniently (hypervalent Al, [B-2]) are singletons, so one goes to valid, one to test
+    csv_path = tmp_path / "mols.csv.gz"
+    benzenes = ["c1ccccc1", "Cc1ccccc1", "Oc1ccccc1", "Nc1ccccc1", "Clc1ccccc1",
+                "CCc1ccccc1", "OCc1ccccc1", "Fc1ccccc1"]
+    lenient = ["O=C1O[Al]23(OC1=O)(OC(=O)C(=O)O2)OC(=O)C(=O)O3",
+               "Cc1ccc([B-2]2(c3ccc(C)cc3)=NCCO2)cc1"]
+    _write_csv(csv_path, [(s, 0) for s in benzenes + lenient])
+    report = build_ogb(csv_path, "ogbg-molbace", root=tmp_path)
+    assert [r["row"] for r in report.lenient_rows] == [8, 9]
+    split = tmp_path / "ogbg_molbace" / "split" / "scaffold"
+    parts = {p: pd.read_csv(split / f"{p}.csv.gz", header=None)[0].tolist()
+             for p in ("train", "valid", "test")}
+    assert parts == {"train": list(range(8)), "valid": [9], "test": [8]}
 
 
 def _write_csv(path, rows):
