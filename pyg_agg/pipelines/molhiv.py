@@ -13,8 +13,9 @@ files ``ogb.graphproppred.PygGraphPropPredDataset`` reads::
 Scaffold split (as OGB / Hu et al., 2020): Murcko scaffold SMILES with chirality;
 molecules grouped by scaffold; groups sorted by size, largest first (ties: larger
 first index first); groups fill train up to 80%, then valid up to 90%, the rest test;
-each split file lists its indices in ascending order. This reproduces the official
-split files of ogbg-molbace, -molbbbp, -molesol and -molfreesolv exactly.
+each split file lists its indices in ascending order. Rebuilt from their own SMILES,
+the official ogbg-molbace, -molbbbp, -molesol and -molfreesolv folders come out with
+the same raw and split files (tested).
 
 Lenient fallback: a few SMILES that older RDKit versions accepted fail today's
 default sanitization (e.g. hypervalent Al, ``[B-2]``). Such a row is parsed with
