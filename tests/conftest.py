@@ -9,9 +9,20 @@ DEFAULT_SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 SHARED_DATA = Path(os.environ.get("PYG_AGG_SHARED_DATA", DEFAULT_SHARED))
 
 
+# PYG_AGG_TEST_DEVICE=cuda makes every tensor a test creates without a device land on
+# the GPU (torch.set_default_device), so the CPU tests re-run there unchanged
+TEST_DEVICE = os.environ.get("PYG_AGG_TEST_DEVICE")
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(12345)
+    if TEST_DEVICE is None:
+        yield
+        return
+    torch.set_default_device(TEST_DEVICE)
+    yield
+    torch.set_default_device(None)
 
 
 @pytest.fixture
