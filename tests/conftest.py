@@ -17,12 +17,11 @@ TEST_DEVICE = os.environ.get("PYG_AGG_TEST_DEVICE")
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(12345)
-    if TEST_DEVICE is None:
-        yield
-        return
-    torch.set_default_device(TEST_DEVICE)
+    if TEST_DEVICE:
+        torch.set_default_device(TEST_DEVICE)
     yield
-    torch.set_default_device(None)
+    if TEST_DEVICE:
+        torch.set_default_device(None)
 
 
 @pytest.fixture

@@ -21,9 +21,10 @@ Lenient fallback: a few SMILES that older RDKit versions accepted fail today's
 default sanitization (e.g. hypervalent Al, ``[B-2]``). Such a row is parsed with
 ``sanitize=False``, its property cache updated non-strictly and ring, aromaticity,
 conjugation and hybridisation perceived, then featurised with OGB's own atom/bond
-feature functions. Their scaffold is the Murcko core of the unsanitized molecule,
-so each keeps a scaffold group of its own as when the RDKit OGB used parsed them.
-They are listed in the report. Rows that do not parse
+feature functions. Their scaffold is the Murcko core of the unsanitized molecule;
+on HIV each is unique, so each row is a scaffold group of its own (most likely as
+in OGB's split, which cannot be checked offline). They are listed in the report.
+Rows that do not parse
 even so are *invalid*: reported with row number and text, and either an error
 (default) or, with ``on_invalid="skip"``, left out of the dataset and listed.
 """
