@@ -8,18 +8,22 @@ from pyg_agg.ops.backend import (
     resolve_backend,
     use_backend,
 )
-from pyg_agg.ops.checks import check_index, set_validation
-from pyg_agg.ops.multi import STATISTICS, multi_aggregate
+from pyg_agg.ops.checks import check_index, check_ptr, set_validation
+from pyg_agg.ops.multi import STATISTICS, multi_aggregate, segment_statistics
+from pyg_agg.ops.native import HAS_NATIVE, HAS_TRITON
 from pyg_agg.ops.scatter import scatter, segment_counts
 from pyg_agg.ops.segment import index_to_ptr, ptr_to_index, segment
 from pyg_agg.ops.softmax import scatter_softmax
 
 __all__ = [
     "BACKENDS",
+    "HAS_NATIVE",
     "HAS_TORCH_SCATTER",
     "HAS_TORCH_SPARSE",
+    "HAS_TRITON",
     "STATISTICS",
     "check_index",
+    "check_ptr",
     "get_backend",
     "index_to_ptr",
     "multi_aggregate",
@@ -29,6 +33,7 @@ __all__ = [
     "scatter_softmax",
     "segment",
     "segment_counts",
+    "segment_statistics",
     "set_validation",
     "use_backend",
 ]

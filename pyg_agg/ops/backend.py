@@ -1,11 +1,15 @@
 """Backend selection for the scatter/segment kernels.
 
-Two backends implement every reduction:
+Three backends:
 
-* ``"torch"``: native ``torch.Tensor.index_add_`` / ``scatter_reduce_`` /
-  ``torch.segment_reduce``. Always available.
-* ``"torch_scatter"``: the compiled ``torch_scatter`` extension, used only when
-  it imports.
+* ``"torch"``: the pure-torch reference, ``torch.Tensor.index_add_`` /
+  ``scatter_reduce_``. Implements every op; always available.
+* ``"torch_scatter"``: the compiled ``torch_scatter`` extension, for the single
+  reductions, used only when it imports.
+* ``"native"``: pyg_agg's own fused ops (:mod:`pyg_agg.ops.native`: C++ on
+  CPU, Triton on CUDA), for the ops that have one (``multi``: the
+  multi-statistic reduction). :data:`HAS_NATIVE` says whether the CPU
+  kernels loaded. Ops without a native kernel run on ``"torch"``.
 
 ``"auto"`` (the default) picks per operation and device from the table
 :data:`AUTO_TABLE`, which records what ``benchmarks/bench_ops.py`` measured.
@@ -21,7 +25,9 @@ from contextlib import contextmanager
 
 import torch
 
-BACKENDS = ("auto", "torch", "torch_scatter")
+from pyg_agg.ops.native import HAS_NATIVE, WHY_NOT_NATIVE, has_kernels
+
+BACKENDS = ("auto", "torch", "torch_scatter", "native")
 
 try:  # pragma: no cover - depends on the optional `fast` extra
     import torch_scatter  # noqa: F401
@@ -44,10 +50,19 @@ except Exception:
 # everywhere. On CUDA, torch_scatter's arg-min/max backward avoids the
 # tie-splitting mask that native scatter_reduce builds, so it wins for
 # min/max there when installed.
+#
+# The multi-statistic reduction ("multi") runs natively on CPU: measured with
+# benchmarks/bench_ops.py (2 cores, 100k nodes / 1M edges, F=64), see
+# docs/benchmarks.md. Its Triton kernel has never run on a GPU (tested only
+# under Triton's interpreter), so CUDA keeps the reference until measured;
+# `use_backend("native")` opts in.
 AUTO_TABLE: dict[tuple[str, str], str] = {
     ("cuda", "min"): "torch_scatter",
     ("cuda", "max"): "torch_scatter",
+    ("cpu", "multi"): "native",
 }
+# The ops that have a native kernel (others fall back to "torch" under "native").
+NATIVE_OPS = ("multi",)
 
 _state = threading.local()
 
@@ -60,6 +75,11 @@ def _validate(name: str) -> str:
             "Backend 'torch_scatter' requested but the torch_scatter package "
             "is not importable; install the 'fast' extra "
             "(pip install --no-build-isolation torch-scatter)."
+        )
+    if name == "native" and not HAS_NATIVE:
+        raise RuntimeError(
+            f"Backend 'native' requested but the native CPU ops are not loaded "
+            f"({WHY_NOT_NATIVE}); run `python -m pyg_agg.ops` to see the build error."
         )
     return name
 
@@ -89,13 +109,13 @@ def use_backend(name: str) -> Iterator[None]:
 
 
 def resolve_backend(op: str, device_type: str) -> str:
-    """Returns the concrete backend (``"torch"`` or ``"torch_scatter"``) for
-    reduction ``op`` on a device of type ``device_type``."""
+    """Returns the concrete backend (``"torch"``, ``"torch_scatter"`` or
+    ``"native"``) for op ``op`` on a device of type ``device_type``."""
     name = get_backend()
-    if torch.compiler.is_compiling():
-        return "torch"  # compiled extensions would break the graph
     if name == "auto":
         name = AUTO_TABLE.get((device_type, op), "torch")
-        if name == "torch_scatter" and not HAS_TORCH_SCATTER:
-            name = "torch"
+    if name == "torch_scatter" and (not HAS_TORCH_SCATTER or torch.compiler.is_compiling()):
+        name = "torch"  # torch_scatter's ops would break a compiled graph
+    if name == "native" and (op not in NATIVE_OPS or not has_kernels(device_type)):
+        name = "torch"
     return name

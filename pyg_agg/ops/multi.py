@@ -1,45 +1,54 @@
-"""Several statistics of the same messages in as few passes as possible."""
+"""Several statistics of the same messages in one pass."""
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Optional
+from typing import Any, Optional, Union
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
-from pyg_agg.ops.checks import check_index
+from pyg_agg.ops import native
+from pyg_agg.ops.backend import resolve_backend
+from pyg_agg.ops.checks import check_index, check_ptr
 from pyg_agg.ops.scatter import fill_empty, scatter_unchecked, segment_counts
+from pyg_agg.ops.segment import ptr_to_index
 
 STATISTICS = ("count", "sum", "mean", "sumsq", "var", "std", "min", "max")
 STD_MODES = ("pyg", "eps")
+_MOMENT_STATS = ("sumsq", "var", "std")
 
 
 def multi_aggregate(
     src: Tensor,
     index: Tensor,
     dim_size: Optional[int] = None,
-    stats: Iterable[str] = ("sum", "mean", "std", "min", "max"),
+    stats: Union[str, Iterable[str]] = ("sum", "mean", "std", "min", "max"),
     fill_value: float = 0.0,
     std_mode: str = "pyg",
     eps: float = 1e-5,
-    concat: Optional[bool] = None,
 ) -> dict[str, Tensor]:
     r"""Computes several per-segment statistics of ``src`` at once.
 
-    Counts come from one ``bincount`` over the index, shared by every
-    statistic; mean, var and std are derived from the sum and the sum of
-    squares rather than reduced again, so at most four reductions touch the
-    ``E x F`` messages (sum, sum of squares, min, max). With ``concat=True``
-    they become two: one ``index_add_`` over ``[x, x**2]`` and one ``amax``
-    over ``[x, -x]``. That halves kernel launches (the default on CUDA) but
-    materialises ``E x 2F`` copies, which on CPU cost more time and memory
-    than they save (``benchmarks/bench_ops.py``), so CPU defaults to
-    separate passes.
+    Every statistic derives from five per-segment primitives computed in one
+    pass (the ``"native"`` backend) or one pass each (the ``"torch"``
+    reference): the count :math:`d_i`, the sum, the sum of squared deviations
+    :math:`M_i = \sum_j (x_j - \mu_i)^2`, the min and the max.
 
     .. math::
         \mu_i = \tfrac{1}{d_i}\textstyle\sum_j x_j,\quad
-        \sigma^2_i = \tfrac{1}{d_i}\textstyle\sum_j x_j^2 - \mu_i^2
+        \sigma^2_i = M_i / d_i,\quad
+        \textstyle\sum_j x_j^2 = M_i + d_i \mu_i^2
+
+    :math:`M_i` is never :math:`\sum x^2 - d\mu^2`, which cancels
+    catastrophically in float32 (the std of ``[3000, 3001, 3002]`` would come
+    out 0; PyG's ``StdAggregation`` has that flaw): the native kernel shifts
+    each row by its first value, the reference subtracts the mean in a second
+    pass. The backward is one pass over the messages, keeping only the
+    messages and the per-segment results (no ``x**2`` or mask tensors).
+    The gradient of a tied min/max goes to its first entry with
+    ``"native"``, and is split evenly among the ties with ``"torch"``.
 
     ``std`` follows ``std_mode``:
 
@@ -50,78 +59,224 @@ def multi_aggregate(
     * ``"eps"`` (the PNA paper): :math:`\sqrt{\mathrm{relu}(\sigma^2) + \epsilon}`.
 
     Args:
-        src: ``[E, F]`` (or ``[E, *]``) messages.
+        src: ``[E, *]`` floating-point messages.
         index: ``[E]`` target segment of each message, any order.
         dim_size: Number of segments ``N``.
-        stats: Any of ``count, sum, mean, sumsq, var, std, min, max``.
+        stats: Any of ``count, sum, mean, sumsq, var, std, min, max``, or one
+            of them as a string.
         fill_value: Value of every statistic but ``count`` on empty segments.
         std_mode: ``"pyg"`` or ``"eps"`` (see above).
-        eps: The :math:`\epsilon` of ``std``.
-        concat: Reduce concatenated ``[x, x**2]`` / ``[x, -x]`` in one pass
-            each; ``None`` picks ``True`` on CUDA, ``False`` elsewhere.
+        eps: The :math:`\epsilon` of ``std``, ``>= 0``.
 
     Returns:
         A dict from statistic name to ``[N, *]`` (``count``: ``[N]``, int64).
     """
-    wanted = tuple(stats)
-    unknown = [s for s in wanted if s not in STATISTICS]
-    if unknown:
-        raise ValueError(f"Unknown statistics {unknown}: expected some of {STATISTICS}")
+    names = _check_arguments(src, stats, std_mode, eps)
+    n = check_index(index, src, 0, dim_size)
+    # an explicit width: reshape(0, -1) is ambiguous when there are no messages
+    flat = src.reshape(src.size(0), math.prod(src.shape[1:]))
+    counts = segment_counts(index, n)
+    moments, extremes = _needs(names)
+    if _use_native(flat):
+        order = torch.argsort(index, stable=True)
+        ptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+        total, m2, low, high, _, _ = native.segment_stats(
+            flat.contiguous(), ptr, order, None, True, moments, extremes)
+    else:
+        total, m2, low, high = ReferenceStatistics.apply(flat, index, counts, moments, extremes)
+    out = derive_statistics(names, counts, total, m2, low, high, fill_value, std_mode, eps)
+    return {k: v if k == "count" else v.view(n, *src.shape[1:]) for k, v in out.items()}
+
+
+def segment_statistics(
+    src: Tensor,
+    ptr: Tensor,
+    col: Optional[Tensor] = None,
+    edge_term: Optional[Tensor] = None,
+    stats: Union[str, Iterable[str]] = ("sum", "mean", "std", "min", "max"),
+    fill_value: float = 0.0,
+    std_mode: str = "pyg",
+    eps: float = 1e-5,
+) -> dict[str, Tensor]:
+    r""":func:`multi_aggregate` over CSR rows, optionally in gather form.
+
+    Row ``i`` reduces the values :math:`x_e`, ``e`` in ``ptr[i]:ptr[i+1]``:
+
+    .. math::
+        x_e = \mathrm{src}[\mathrm{col}_e] + \mathrm{edge\_term}_e
+
+    (``src[e]`` when ``col`` is None; no term when ``edge_term`` is None).
+    The gather form never materialises the ``E x F`` messages with the native
+    backend, forward or backward: a message-passing layer whose message is
+    ``W x_j + b_e`` passes ``src = W x`` (``N x F``), ``col`` the sources of
+    the CSR-sorted edges and ``edge_term = b``.
+
+    Args:
+        src: ``[M, F]`` floating-point values.
+        ptr: ``[N + 1]`` CSR offsets of the rows.
+        col: ``[E]`` row of ``src`` read by each edge, or None (``E = M``).
+        edge_term: ``[E, F]`` added to each edge's value, or None.
+        stats, fill_value, std_mode, eps: As in :func:`multi_aggregate`.
+
+    Returns:
+        A dict from statistic name to ``[N, F]`` (``count``: ``[N]``, int64).
+    """
+    names = _check_arguments(src, stats, std_mode, eps)
+    if src.dim() != 2:
+        raise ValueError(f"`src` must be two-dimensional [M, F], got shape {tuple(src.shape)}")
+    edges = src.size(0)
+    if col is not None:
+        edges = col.numel()
+        check_index(col, col, 0, src.size(0), name="col")
+    if edge_term is not None:
+        if edge_term.shape != (edges, src.size(1)):
+            raise ValueError(f"`edge_term` must have shape {(edges, src.size(1))} (one row per edge), "
+                             f"got {tuple(edge_term.shape)}")
+        edge_term = edge_term.to(src.dtype)
+    check_ptr(ptr, src.new_empty(edges, 0), 0)
+    ptr = ptr.long()
+    counts = ptr.diff()
+    moments, extremes = _needs(names)
+    if _use_native(src):
+        total, m2, low, high, _, _ = native.segment_stats(
+            src.contiguous(), ptr, None if col is None else col.long().contiguous(),
+            None if edge_term is None else edge_term.contiguous(), False, moments, extremes)
+    else:
+        values = src if col is None else src.index_select(0, col)
+        if edge_term is not None:
+            values = values + edge_term
+        index = ptr_to_index(ptr, edges)
+        total, m2, low, high = ReferenceStatistics.apply(values, index, counts, moments, extremes)
+    return derive_statistics(names, counts, total, m2, low, high, fill_value, std_mode, eps)
+
+
+def _check_arguments(src: Tensor, stats: Union[str, Iterable[str]], std_mode: str,
+                     eps: float) -> tuple[str, ...]:
+    if not isinstance(src, Tensor):
+        raise TypeError(f"`src` must be a torch.Tensor, got {type(src).__name__}")
+    if src.dim() == 0:
+        raise ValueError("`src` must have at least one dimension (one row per message), got a 0-D tensor")
+    if not src.is_floating_point():
+        raise TypeError(f"`src` must be a floating-point tensor, got dtype {src.dtype}")
+    names = (stats,) if isinstance(stats, str) else tuple(stats)
+    unknown = [s for s in names if s not in STATISTICS]
+    if unknown or not names:
+        raise ValueError(f"`stats` must name some of {STATISTICS}, got {stats!r}")
     if std_mode not in STD_MODES:
         raise ValueError(f"`std_mode` must be one of {STD_MODES}, got {std_mode!r}")
-    n = check_index(index, src, 0, dim_size)
-    counts = segment_counts(index, n)
-    feat = src.shape[1:]
+    if not (isinstance(eps, (int, float)) and 0 <= eps < math.inf):  # NaN fails too
+        raise ValueError(f"`eps` must be a finite number >= 0, got {eps!r}")
+    return names
+
+
+def _needs(names: tuple[str, ...]) -> tuple[bool, bool]:
+    """Whether the statistics need the moments (M) and the extremes."""
+    return any(s in _MOMENT_STATS for s in names), any(s in ("min", "max") for s in names)
+
+
+def _use_native(src: Tensor) -> bool:
+    return resolve_backend("multi", src.device.type) == "native"
+
+
+def derive_statistics(names: tuple[str, ...], counts: Tensor, total: Tensor, m2: Tensor,
+                      low: Tensor, high: Tensor, fill_value: float, std_mode: str,
+                      eps: float) -> dict[str, Tensor]:
+    """Every statistic of ``names`` from the primitives (count, sum, M, min, max)."""
+    denom = counts.clamp(min=1).to(total.dtype).unsqueeze(-1)
+    mean = total / denom
     out: dict[str, Tensor] = {}
-    if "count" in wanted:
-        out["count"] = counts
-
-    if concat is None:
-        concat = src.is_cuda
-    concat = concat and src.dim() > 1  # 1-D input has no feature axis to widen
-    width = feat[-1] if feat else 1
-
-    need_sq = any(s in wanted for s in ("sumsq", "var", "std"))
-    need_sum = need_sq or any(s in wanted for s in ("sum", "mean"))
-    if need_sum:
-        if need_sq and concat:
-            total, total_sq = _index_add(torch.cat([src, src * src], -1), index, n).split(width, -1)
+    for name in names:
+        if name == "count":
+            value = counts
+        elif name == "sum":
+            value = total
+        elif name == "mean":
+            value = mean
+        elif name == "sumsq":
+            value = m2 + total * mean
+        elif name == "min":
+            value = low
+        elif name == "max":
+            value = high
         else:
-            total = _index_add(src, index, n)
-            total_sq = _index_add(src * src, index, n) if need_sq else None
-        denom = counts.clamp(min=1).to(src.dtype).view((n,) + (1,) * len(feat))
-        mean = total / denom
-        if "sum" in wanted:
-            out["sum"] = total
-        if "mean" in wanted:
-            out["mean"] = mean
-        if total_sq is not None:
-            if "sumsq" in wanted:
-                out["sumsq"] = total_sq
-            var = total_sq / denom - mean * mean
-            if "var" in wanted:
-                out["var"] = var
-            if "std" in wanted:
-                if std_mode == "pyg":
-                    std = var.clamp(min=eps).sqrt()
-                    std = std.masked_fill(std <= math.sqrt(eps), 0.0)
-                else:
-                    std = (var.relu() + eps).sqrt()
-                out["std"] = std
-
-    if "min" in wanted and "max" in wanted and concat:
-        hi, neg_lo = scatter_unchecked(torch.cat([src, -src], -1), index, 0, n, "max").split(width, -1)
-        out["max"], out["min"] = hi, -neg_lo
-    else:
-        for reduce in ("min", "max"):
-            if reduce in wanted:
-                out[reduce] = scatter_unchecked(src, index, 0, n, reduce)
-
-    for name in out:
+            var = m2 / denom
+            if name == "var":
+                value = var
+            elif std_mode == "pyg":
+                value = var.clamp(min=eps).sqrt()
+                value = value.masked_fill(value <= math.sqrt(eps), 0.0)
+            else:
+                value = (var.relu() + eps).sqrt()
         if name != "count" and (fill_value != 0 or name == "std"):
-            out[name] = fill_empty(out[name], counts, 0, fill_value)
+            value = fill_empty(value, counts, 0, fill_value)
+        out[name] = value
     return out
 
 
-def _index_add(src: Tensor, index: Tensor, n: int) -> Tensor:
-    return src.new_zeros((n,) + src.shape[1:]).index_add_(0, index, src)
+class ReferenceStatistics(torch.autograd.Function):
+    r"""The pure-torch reference of the primitives ``(sum, M, min, max)`` of
+    ``[E, F]`` messages at ``index``, with a lean backward.
+
+    The forward makes one scatter pass per primitive (two for ``M``: the sum,
+    then the squared deviations from the mean). Autograd through those passes
+    would keep ``x - mean``, its square and, for min/max, masks of the
+    messages; here only the messages are kept, since the gradient of every
+    primitive is a per-segment coefficient gathered per edge:
+
+    .. math::
+        \frac{\partial L}{\partial x_e} = g^{sum}_i + 2 g^{M}_i (x_e - \mu_i)
+        + \sum_{\text{ext} \in \{\min, \max\}}
+        \frac{[x_e = \text{ext}_i]}{\#\text{ties}_i}\, g^{\text{ext}}_i,
+        \qquad i = \text{index}_e.
+
+    Ties of min/max share the gradient evenly, like the ``torch`` backend of
+    :func:`~pyg_agg.ops.scatter`. Outputs not asked for are empty ``[0]``.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, src: Tensor, index: Tensor, counts: Tensor, moments: bool,
+                extremes: bool) -> tuple[Tensor, ...]:
+        n = counts.numel()
+        total = src.new_zeros(n, src.size(1)).index_add_(0, index, src)
+        none = src.new_empty(0)
+        m2 = low = high = none
+        mean = total / counts.clamp(min=1).to(src.dtype).unsqueeze(-1)
+        if moments:
+            deviation = src - mean.index_select(0, index)
+            m2 = src.new_zeros(n, src.size(1)).index_add_(0, index, deviation * deviation)
+        if extremes:
+            low = scatter_unchecked(src, index, 0, n, "min")
+            high = scatter_unchecked(src, index, 0, n, "max")
+        ctx.save_for_backward(src, index, counts, mean, low, high)
+        return total, m2, low, high
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_sum: Optional[Tensor], grad_m2: Optional[Tensor],
+                 grad_low: Optional[Tensor], grad_high: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
+        src, index, counts, mean, low, high = ctx.saved_tensors
+        per_segment = src.new_zeros(mean.shape)  # the coefficient of 1
+        per_message = None  # the coefficient of x_e
+        if grad_sum is not None:
+            per_segment += grad_sum
+        if grad_m2 is not None and grad_m2.numel() > 0:
+            per_message = 2 * grad_m2
+            per_segment -= per_message * mean
+        grad = per_segment.index_select(0, index)
+        if per_message is not None:
+            grad.addcmul_(per_message.index_select(0, index), src)
+        for extreme, grad_extreme in ((low, grad_low), (high, grad_high)):
+            if grad_extreme is None or grad_extreme.numel() == 0:
+                continue
+            hit = src == extreme.index_select(0, index)
+            # Each non-empty (segment, channel) has at least one hit; more hits mean
+            # ties, and only then is the per-slot tie count worth a scatter pass
+            # (a compiled graph cannot branch on data, so it always counts).
+            ties = (torch.compiler.is_compiling()
+                    or int(torch.count_nonzero(hit)) > int(torch.count_nonzero(counts)) * src.size(1))
+            hit = hit.to(src.dtype)
+            if ties:
+                grad_extreme = grad_extreme / scatter_unchecked(hit, index, 0, counts.numel(),
+                                                                "sum").clamp(min=1)
+            grad += grad_extreme.index_select(0, index).mul_(hit)
+        return grad, None, None, None, None

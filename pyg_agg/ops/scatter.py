@@ -21,6 +21,9 @@ def broadcast_index(index: Tensor, src: Tensor, dim: int) -> Tensor:
 
 def segment_counts(index: Tensor, dim_size: int) -> Tensor:
     """Number of entries per output slot (``[dim_size]``, int64)."""
+    if torch.compiler.is_compiling():  # bincount's length depends on the data
+        return index.new_zeros(dim_size, dtype=torch.long).index_add_(
+            0, index, torch.ones_like(index, dtype=torch.long))
     return torch.bincount(index, minlength=dim_size)[:dim_size]
 
 
@@ -63,6 +66,10 @@ def scatter(
         reduce = "sum"
     if reduce not in REDUCTIONS:
         raise ValueError(f"`reduce` must be one of {REDUCTIONS}, got {reduce!r}")
+    if not isinstance(src, Tensor) or src.dim() == 0:
+        raise ValueError("`src` must be a tensor with at least one dimension (the one "
+                         "`index` runs along), got "
+                         + (f"{type(src).__name__}" if not isinstance(src, Tensor) else "a 0-D tensor"))
     dim = normalize_dim(src, dim)
     n = check_index(index, src, dim, dim_size)
     return scatter_unchecked(src, index, dim, n, reduce, fill_value)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import torch
 from torch import Tensor
 
 from pyg_agg.ops.checks import check_index, normalize_dim
@@ -22,8 +23,10 @@ def scatter_softmax(
         \exp(s_k - m_{i})},\quad i = \mathrm{index}_j,\;
         m_i = \max_{k:\,\mathrm{index}_k = i} s_k
 
-    Subtracting the per-group maximum keeps ``exp`` finite for any input;
-    every group has at least one entry, so the denominator is >= 1.
+    Subtracting the per-group maximum keeps ``exp`` finite for any finite
+    input, and the denominator is then >= 1. A group whose scores are all
+    ``-inf`` (every entry masked out) gets zeros, with zero gradients, rather
+    than the NaN of ``0 / 0``.
 
     Args:
         src: ``[E, *]`` scores (``E`` at ``dim``).
@@ -36,7 +39,9 @@ def scatter_softmax(
     """
     dim = normalize_dim(src, dim)
     n = check_index(index, src, dim, dim_size)
-    group_max = scatter_unchecked(src.detach(), index, dim, n, "max")
+    finfo = torch.finfo(src.dtype)
+    # an all -inf group has max -inf; a finite shift makes its exp 0, not NaN
+    group_max = scatter_unchecked(src.detach(), index, dim, n, "max").clamp(min=finfo.min)
     shifted = (src - group_max.index_select(dim, index)).exp()
-    denom = scatter_unchecked(shifted, index, dim, n, "sum")
+    denom = scatter_unchecked(shifted, index, dim, n, "sum").clamp(min=finfo.tiny)
     return shifted / denom.index_select(dim, index)

@@ -4,16 +4,37 @@ import sys
 import pytest
 import torch
 
-from pyg_agg.ops import HAS_TORCH_SCATTER, get_backend, resolve_backend, use_backend
+from pyg_agg.ops import HAS_NATIVE, HAS_TORCH_SCATTER, get_backend, resolve_backend, use_backend
 from pyg_agg.ops.backend import AUTO_TABLE
 
 
-def test_auto_uses_torch_on_cpu_for_every_reduction():
+def test_auto_uses_torch_on_cpu_for_every_single_reduction():
     # the measured choice recorded in AUTO_TABLE: native torch wins on CPU
     assert get_backend() == "auto"
     for op in ("sum", "mean", "min", "max", "segment_sum"):
         assert resolve_backend(op, "cpu") == "torch"
-    assert not any(device == "cpu" for device, _ in AUTO_TABLE)
+    assert {op for device, op in AUTO_TABLE if device == "cpu"} == {"multi"}
+
+
+def test_auto_uses_native_multi_statistics_on_cpu_when_built():
+    assert resolve_backend("multi", "cpu") == ("native" if HAS_NATIVE else "torch")
+    # unmeasured on GPU, so CUDA keeps the reference unless asked
+    assert resolve_backend("multi", "cuda") == "torch"
+
+
+def test_native_backend_runs_ops_without_a_kernel_on_torch():
+    if not HAS_NATIVE:
+        pytest.skip("native ops not built")
+    with use_backend("native"):
+        assert resolve_backend("multi", "cpu") == "native"
+        assert resolve_backend("max", "cpu") == "torch"
+
+
+def test_requesting_native_without_the_build_fails_clearly(monkeypatch):
+    monkeypatch.setattr("pyg_agg.ops.backend.HAS_NATIVE", False)
+    with pytest.raises(RuntimeError, match="native CPU ops are not loaded"):
+        with use_backend("native"):
+            pass
 
 
 def test_auto_cuda_choice_falls_back_without_extension():

@@ -99,11 +99,11 @@ def test_std_of_constant_neighbourhood_has_zero_grad():
     assert std.abs().max() == 0 and src.grad.abs().max() == 0 and not math.isnan(src.grad.sum())
 
 
-def test_concat_and_separate_passes_agree():
-    src = torch.randn(200, 5, dtype=torch.float64)
-    index = torch.randint(0, 30, (200,))
-    stats = ("count", "sum", "mean", "sumsq", "var", "std", "min", "max")
-    a = multi_aggregate(src, index, 33, stats=stats, concat=True)
-    b = multi_aggregate(src, index, 33, stats=stats, concat=False)
-    for name in stats:
-        torch.testing.assert_close(a[name], b[name], msg=name)
+def test_softmax_of_an_all_minus_inf_group_is_zero_with_zero_grad():
+    src = torch.tensor([0.5, float("-inf"), float("-inf"), 1.0], requires_grad=True)
+    index = torch.tensor([0, 1, 1, 0])
+    out = scatter_softmax(src, index, 2)
+    assert out.isfinite().all() and out[1:3].eq(0).all()
+    torch.testing.assert_close(out[[0, 3]].sum(), torch.tensor(1.0))
+    out.pow(2).sum().backward()
+    assert src.grad.isfinite().all() and src.grad[1:3].eq(0).all()

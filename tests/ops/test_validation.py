@@ -58,8 +58,28 @@ def test_bad_ptr():
 
 
 def test_unknown_statistic():
-    with pytest.raises(ValueError, match="Unknown statistics"):
+    with pytest.raises(ValueError, match="`stats` must name some of"):
         multi_aggregate(torch.randn(3, 2), torch.tensor([0, 1, 1]), stats=["median"])
+    with pytest.raises(ValueError, match="`stats` must name some of"):
+        multi_aggregate(torch.randn(3, 2), torch.tensor([0, 1, 1]), stats=[])
+
+
+def test_one_statistic_may_be_a_string():
+    out = multi_aggregate(torch.randn(3, 2), torch.tensor([0, 1, 1]), stats="sum")
+    assert list(out) == ["sum"]
+
+
+@pytest.mark.parametrize("eps", [-1e-5, float("nan"), float("inf")])
+def test_eps_must_be_finite_and_non_negative(eps):
+    with pytest.raises(ValueError, match="`eps` must be a finite number >= 0"):
+        multi_aggregate(torch.randn(3, 2), torch.tensor([0, 1, 1]), stats="std", eps=eps)
+
+
+def test_multi_aggregate_rejects_zero_dim_and_integer_src():
+    with pytest.raises(ValueError, match="`src` must have at least one dimension"):
+        multi_aggregate(torch.tensor(1.0), torch.tensor([0]))
+    with pytest.raises(TypeError, match="`src` must be a floating-point tensor"):
+        multi_aggregate(torch.ones(3, 2, dtype=torch.long), torch.tensor([0, 1, 1]))
 
 
 def test_softmax_index_checked():
@@ -93,3 +113,10 @@ def test_composite_kernels_check_the_index_once(range_checks, backend):
         assert len(range_checks) == 2
         segment(src, torch.tensor([0, 2, 2, 6]), reduce="max")
         assert len(range_checks) == 2  # a ptr is checked without a range pass
+
+
+def test_scatter_of_zero_dim_src_names_the_argument():
+    from pyg_agg.ops import scatter
+
+    with pytest.raises(ValueError, match="`src` must be a tensor with at least one dimension"):
+        scatter(torch.tensor(1.0), torch.tensor([0]))

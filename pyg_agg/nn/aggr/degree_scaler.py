@@ -7,11 +7,9 @@ from typing import Any, Optional, Union
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 from torch_geometric.nn.aggr import Aggregation
 
 from pyg_agg.ops import check_index, multi_aggregate
-from pyg_agg.ops.scatter import scatter_unchecked
 
 AGGREGATORS = ("mean", "sum", "min", "max", "var", "std", "moment3", "moment4", "moment5")
 SCALERS = ("identity", "amplification", "attenuation", "linear", "inverse_linear")
@@ -24,7 +22,8 @@ _LOG_SCALERS = ("amplification", "attenuation")
 _LIN_SCALERS = ("linear", "inverse_linear")
 
 
-def _as_names(value: Union[str, Iterable[str]], known: tuple[str, ...], arg: str) -> list[str]:
+def parse_names(value: Union[str, Iterable[str]], known: tuple[str, ...], arg: str) -> list[str]:
+    """One name or several, checked against ``known``; errors name the argument ``arg``."""
     names = [value] if isinstance(value, str) else list(value)
     if not names:
         raise ValueError(f"`{arg}` must name at least one of {known}")
@@ -49,6 +48,8 @@ def _degree_averages(deg: Optional[Tensor], scalers: list[str]) -> tuple[float, 
     if not isinstance(deg, Tensor) or deg.dim() != 1:
         raise ValueError(f"`deg` must be a 1-D tensor (histogram of in-degrees): {hint}")
     deg = deg.detach().to(torch.float64, copy=True).cpu()
+    if not bool(deg.isfinite().all()):
+        raise ValueError(f"`deg` is a histogram and must hold finite counts, got NaN or inf: {hint}")
     if bool((deg < 0).any()):
         raise ValueError("`deg` is a histogram and must not contain negative counts")
     total = float(deg.sum())
@@ -67,85 +68,6 @@ def _degree_averages(deg: Optional[Tensor], scalers: list[str]) -> tuple[float, 
             raise ValueError(f"`deg` only counts isolated nodes, so the average {what} "
                              f"is 0 and the scalers {used} would divide by zero")
     return avg_lin, avg_log
-
-
-class _FusedStatistics(torch.autograd.Function):
-    r""":func:`~pyg_agg.ops.multi_aggregate` with a lean backward.
-
-    Autograd through the kernel would keep ``x**2`` and, for min/max, the
-    messages once per reduction (``[x, -x]``, ``E x 2C``, with ``concat=True``),
-    plus several more ``E x C`` temporaries. Here only
-    the messages are kept: the gradient of every statistic is a per-node
-    coefficient gathered per edge,
-
-    .. math::
-        \frac{\partial L}{\partial x_e} = P_{i} + Q_{i}\, x_e
-        + \sum_{\text{ext} \in \{\min, \max\}}
-        \frac{[x_e = \text{ext}_i]}{\#\text{ties}_i}\, g^{\text{ext}}_i,
-        \qquad i = \text{index}_e,
-
-    with :math:`P = g^{sum} + g^{mean}/d - Q\mu`, :math:`Q = 2 g^{var}/d`,
-    and :math:`g^{var}` including :math:`g^{std}/(2\sigma)` where
-    :math:`\sigma > \sqrt{\epsilon}` (both ``std_mode`` s are flat below
-    that). Ties of min/max share the gradient evenly, like the ``torch``
-    backend of :func:`~pyg_agg.ops.scatter`.
-    """
-
-    @staticmethod
-    def forward(ctx: Any, msg: Tensor, index: Tensor, dim_size: int, names: tuple[str, ...],
-                std_mode: str, eps: float) -> tuple[Tensor, ...]:
-        needs_mean = any(n in names for n in ("var", "std"))
-        wanted = names + ("count",) + (("mean",) if needs_mean else ())
-        stats = multi_aggregate(msg, index, dim_size, stats=wanted, std_mode=std_mode, eps=eps)
-        count = stats["count"]
-        ctx.mark_non_differentiable(count)
-        ctx.names, ctx.eps, ctx.dim_size = names, eps, dim_size
-        kept = [stats.get(n) for n in ("mean", "std", "min", "max")]
-        ctx.save_for_backward(msg, index, count, *kept)
-        return (*(stats[n] for n in names), count)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, *grads: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
-        msg, index, count, mean, std, low, high = ctx.saved_tensors
-        denom = count.clamp(min=1).to(msg.dtype).unsqueeze(-1)
-        per_node = msg.new_zeros(ctx.dim_size, msg.size(-1))  # P
-        grad_var = None
-        for name, grad in zip(ctx.names, grads, strict=False):
-            if grad is None:
-                continue
-            if name == "sum":
-                per_node += grad
-            elif name == "mean":
-                per_node += grad / denom
-            elif name == "var":
-                grad_var = grad if grad_var is None else grad_var + grad
-            elif name == "std":
-                flat = std <= math.sqrt(ctx.eps)
-                grad = (grad / (2 * std)).masked_fill(flat, 0.0)
-                grad_var = grad if grad_var is None else grad_var + grad
-        per_msg = None  # Q
-        if grad_var is not None:
-            per_msg = 2 * grad_var / denom
-            per_node -= per_msg * mean
-        grad_msg = per_node.index_select(0, index)
-        if per_msg is not None:
-            grad_msg.addcmul_(per_msg.index_select(0, index), msg)
-        for name, extreme in (("min", low), ("max", high)):
-            grad = grads[ctx.names.index(name)] if name in ctx.names else None
-            if grad is None:
-                continue
-            hit = msg == extreme.index_select(0, index)
-            # Each non-empty (node, channel) has at least one hit; more hits mean
-            # ties, and only then is the per-slot tie count worth a scatter pass.
-            # (count_nonzero, and one cast to float: summing or multiplying by a
-            # bool tensor casts it to a fresh E x C buffer each time.)
-            ties = int(torch.count_nonzero(hit)) > int(torch.count_nonzero(count)) * msg.size(-1)
-            hit = hit.to(msg.dtype)
-            if ties:
-                grad = grad / scatter_unchecked(hit, index, 0, ctx.dim_size, "sum").clamp(min=1)
-            grad_msg += grad.index_select(0, index).mul_(hit)
-        return grad_msg, None, None, None, None, None
 
 
 class DegreeScalerAggregation(Aggregation):
@@ -169,8 +91,9 @@ class DegreeScalerAggregation(Aggregation):
 
     Output layout, buffers (``avg_deg_lin``, ``avg_deg_log``) and values are
     PyG's, so state dicts load both ways. Differences: all aggregators come
-    from one :func:`pyg_agg.ops.multi_aggregate` pass with a backward that keeps
-    only the messages (see :class:`pyg_agg.nn.PNAConv`); the paper's ``moment3..5``
+    from one :func:`pyg_agg.ops.multi_aggregate` pass (one fused native pass on
+    CPU) with a backward that keeps only the messages, and a numerically
+    stable variance; the paper's ``moment3..5``
     aggregators are available; a single scaler may be given as a string
     whatever ``aggr`` is (PyG tests ``aggr`` for that, so ``scaler="identity"``
     with a list of aggregators fails there).
@@ -217,8 +140,8 @@ class DegreeScalerAggregation(Aggregation):
                              f"take no arguments, got {aggr_kwargs!r}")
         if std_mode not in STD_MODES:
             raise ValueError(f"`std_mode` must be one of {STD_MODES}, got {std_mode!r}")
-        self.aggregators = _as_names(aggr, AGGREGATORS, "aggr")
-        self.scalers = _as_names(scaler, SCALERS, "scaler")
+        self.aggregators = parse_names(aggr, AGGREGATORS, "aggr")
+        self.scalers = parse_names(scaler, SCALERS, "scaler")
         self.std_mode = std_mode
         self.eps = eps
         self.init_avg_deg_lin, self.init_avg_deg_log = _degree_averages(deg, self.scalers)
@@ -239,10 +162,9 @@ class DegreeScalerAggregation(Aggregation):
 
         Returns every aggregator stacked, ``[N, A, C]``, and the in-degree ``[N]``.
         """
-        names = tuple(sorted({_BASE_STAT[a] for a in self.aggregators}))
-        *values, count = _FusedStatistics.apply(msg, index, dim_size, names,
-                                                self.std_mode, self.eps)
-        stats = dict(zip(names, values, strict=True))
+        names = tuple(sorted({_BASE_STAT[a] for a in self.aggregators})) + ("count",)
+        stats = multi_aggregate(msg, index, dim_size, stats=names, std_mode=self.std_mode, eps=self.eps)
+        count = stats.pop("count")
         orders = [int(a[-1]) for a in self.aggregators if a.startswith("moment")]
         if orders:
             # Paper: M_n = sign(m) (|m| + eps)^(1/n), m = E[(x - mean)^n]; one more pass.
@@ -275,15 +197,16 @@ class DegreeScalerAggregation(Aggregation):
         self.assert_index_present(index)
         moved = x.movedim(dim, 0)
         n = check_index(index, moved, 0, dim_size)
-        stacked, count = self.statistics(moved.reshape(moved.size(0), -1), index, n)
+        # an explicit width: reshape(0, -1) is ambiguous when there are no messages
+        width = math.prod(moved.shape[1:])
+        stacked, count = self.statistics(moved.reshape(moved.size(0), width), index, n)
         stacked = stacked.view(n, len(self.aggregators), *moved.shape[1:])
         scale = self.scales(count, x.dtype).view(n, -1, *([1] * moved.dim()))
         out = (stacked.unsqueeze(1) * scale).movedim((1, 2), (-3, -2))
         return out.reshape(*out.shape[:-3], -1).movedim(0, dim)
 
     def __repr__(self) -> str:
-        return (f"{self.__class__.__name__}(aggr={self.aggregators}, "
-                f"scaler={self.scalers})")
+        return f"{self.__class__.__name__}()"  # PyG's repr, which its own tests check
 
 
-__all__ = ["DegreeScalerAggregation"]
+__all__ = ["DegreeScalerAggregation", "parse_names"]

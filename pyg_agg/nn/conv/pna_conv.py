@@ -19,7 +19,7 @@ from pyg_agg.nn.aggr.degree_scaler import (
     SCALERS,
     STD_MODES,
     DegreeScalerAggregation,
-    _as_names,
+    parse_names,
 )
 from pyg_agg.ops import check_index, segment_counts
 
@@ -153,8 +153,8 @@ class PNAConv(MessagePassing):
         std_mode: str = "pyg",
         **kwargs,
     ):
-        aggregators = _as_names(aggregators, AGGREGATORS, "aggregators")
-        scalers = _as_names(scalers, SCALERS, "scalers")
+        aggregators = parse_names(aggregators, AGGREGATORS, "aggregators")
+        scalers = parse_names(scalers, SCALERS, "scalers")
         if std_mode not in STD_MODES:
             raise ValueError(f"`std_mode` must be one of {STD_MODES}, got {std_mode!r}")
         for name, value in (("in_channels", in_channels), ("out_channels", out_channels),

@@ -94,5 +94,33 @@ def test_bad_arguments_name_the_argument():
 
 
 def test_repr():
+    _, _, deg = messages()
     agg = DegreeScalerAggregation(["mean", "max"], ["identity"], None)
-    assert repr(agg) == "DegreeScalerAggregation(aggr=['mean', 'max'], scaler=['identity'])"
+    assert repr(agg) == repr(PyGDegreeScalerAggregation(["mean", "max"], ["identity"], deg))
+    assert repr(agg) == "DegreeScalerAggregation()"
+
+
+def test_zero_messages_give_zeros_like_pyg():
+    _, _, deg = messages()
+    msg, index = torch.empty(0, 6), torch.empty(0, dtype=torch.long)
+    reference = PyGDegreeScalerAggregation(AGGREGATORS, SCALERS, deg)
+    ours = DegreeScalerAggregation(AGGREGATORS, SCALERS, deg)
+    out = ours(msg, index, dim_size=5)
+    torch.testing.assert_close(out, reference(msg, index, dim_size=5))
+    assert out.shape == (5, len(SCALERS) * len(AGGREGATORS) * 6) and not out.any()
+
+
+def test_zero_messages_as_the_aggr_of_a_message_passing_layer():
+    from torch_geometric.nn import SAGEConv
+
+    _, _, deg = messages()
+    # the aggregation widens 6 channels to 2 aggregators x 6; SAGEConv's lin_l sees 12
+    conv = SAGEConv((12, 6), 4, aggr=DegreeScalerAggregation(["mean", "std"], ["identity"], deg))
+    out = conv((torch.randn(3, 6), torch.randn(3, 6)), torch.empty(2, 0, dtype=torch.long))
+    assert out.shape == (3, 4) and out.isfinite().all()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_deg_with_nan_or_inf_is_rejected(bad):
+    with pytest.raises(ValueError, match="`deg` is a histogram and must hold finite counts"):
+        DegreeScalerAggregation(["mean"], ["amplification"], torch.tensor([1.0, bad, 2.0]))

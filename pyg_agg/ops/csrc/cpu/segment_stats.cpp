@@ -1,0 +1,309 @@
+// Multi-statistic segment reduction over CSR rows, CPU kernels.
+//
+// Row i of the output reduces the values x_e, e in ptr[i]..ptr[i+1], with
+//   x_e = src[col[e]] (+ edge_term[e])   (gather form, col given)
+//   x_e = src[e]      (+ edge_term[e])   (plain form)
+// in one pass: sum, the sum of squared deviations m2 (shifted by the row's
+// first value, so var = m2 / d never cancels catastrophically), and min/max
+// with the number of entries tied at the extreme (the backward splits the
+// gradient evenly among them, as PyG does).  Rows are independent, so the
+// kernels need no atomics and are bitwise deterministic.
+//
+// The schemas are defined once, in Python (pyg_agg/ops/native.py); this file
+// only registers the CPU implementations.
+#include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+namespace pyg_agg {
+namespace {
+
+using at::Tensor;
+
+// Work (edges x channels) below which a parallel region costs more than it saves.
+constexpr int64_t kGrainWork = 1 << 15;
+
+int64_t row_grain(int64_t rows, int64_t edges, int64_t channels) {
+  const int64_t per_row = std::max<int64_t>(1, (edges / std::max<int64_t>(rows, 1)) * channels);
+  return std::max<int64_t>(1, kGrainWork / per_row);
+}
+
+// Reads x_e for one edge: a pointer to the source row plus the optional edge term.
+template <typename scalar_t>
+struct EdgeValues {
+  const scalar_t* src;
+  const int64_t* col;        // nullptr: plain form
+  const scalar_t* edge_term; // nullptr: no edge term
+  int64_t channels;
+
+  const scalar_t* source_row(int64_t e) const {
+    return src + (col ? col[e] : e) * channels;
+  }
+  template <typename acc_t>
+  acc_t value(const scalar_t* row, int64_t e, int64_t f) const {
+    acc_t x = static_cast<acc_t>(row[f]);
+    if (edge_term) x += static_cast<acc_t>(edge_term[e * channels + f]);
+    return x;
+  }
+};
+
+template <typename scalar_t>
+EdgeValues<scalar_t> edge_values(const Tensor& src, const c10::optional<Tensor>& col,
+                                 const c10::optional<Tensor>& edge_term) {
+  return {src.data_ptr<scalar_t>(), col ? col->data_ptr<int64_t>() : nullptr,
+          edge_term ? edge_term->data_ptr<scalar_t>() : nullptr, src.size(1)};
+}
+
+void check_inputs(const Tensor& src, const Tensor& ptr, const c10::optional<Tensor>& col,
+                  const c10::optional<Tensor>& edge_term) {
+  TORCH_CHECK(src.dim() == 2 && src.is_contiguous(), "segment_stats: src must be a contiguous [M, F] tensor");
+  TORCH_CHECK(ptr.dim() == 1 && ptr.scalar_type() == at::kLong && ptr.is_contiguous(),
+              "segment_stats: ptr must be a contiguous int64 [N + 1] tensor");
+  if (col) {
+    TORCH_CHECK(col->dim() == 1 && col->scalar_type() == at::kLong && col->is_contiguous(),
+                "segment_stats: col must be a contiguous int64 [E] tensor");
+  }
+  if (edge_term) {
+    TORCH_CHECK(edge_term->dim() == 2 && edge_term->is_contiguous() && edge_term->size(1) == src.size(1) &&
+                    edge_term->scalar_type() == src.scalar_type(),
+                "segment_stats: edge_term must be a contiguous [E, F] tensor of src's dtype");
+  }
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> segment_stats_cpu(
+    const Tensor& src, const Tensor& ptr, const c10::optional<Tensor>& col,
+    const c10::optional<Tensor>& edge_term, bool /*col_is_permutation: read by the backward only*/,
+    bool moments, bool extremes) {
+  check_inputs(src, ptr, col, edge_term);
+  const int64_t rows = ptr.numel() - 1, channels = src.size(1);
+  const int64_t edges = col ? col->numel() : (edge_term ? edge_term->size(0) : src.size(0));
+  auto opts = src.options();
+  auto none = [&](const at::TensorOptions& o) { return at::empty({0}, o); };
+  Tensor sum = at::empty({rows, channels}, opts);
+  Tensor m2 = moments ? at::empty({rows, channels}, opts) : none(opts);
+  Tensor lo = extremes ? at::empty({rows, channels}, opts) : none(opts);
+  Tensor hi = extremes ? at::empty({rows, channels}, opts) : none(opts);
+  auto iopts = opts.dtype(at::kInt);
+  Tensor ties_lo = extremes ? at::empty({rows, channels}, iopts) : none(iopts);
+  Tensor ties_hi = extremes ? at::empty({rows, channels}, iopts) : none(iopts);
+
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "segment_stats_cpu", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const auto in = edge_values<scalar_t>(src, col, edge_term);
+    const int64_t* p = ptr.data_ptr<int64_t>();
+    scalar_t* sum_p = sum.data_ptr<scalar_t>();
+    scalar_t* m2_p = moments ? m2.data_ptr<scalar_t>() : nullptr;
+    scalar_t* lo_p = extremes ? lo.data_ptr<scalar_t>() : nullptr;
+    scalar_t* hi_p = extremes ? hi.data_ptr<scalar_t>() : nullptr;
+    int32_t* tlo_p = extremes ? ties_lo.data_ptr<int32_t>() : nullptr;
+    int32_t* thi_p = extremes ? ties_hi.data_ptr<int32_t>() : nullptr;
+
+    at::parallel_for(0, rows, row_grain(rows, edges, channels), [&](int64_t begin, int64_t end) {
+      std::vector<acc_t> total(channels), shift(channels), s1(channels), s2(channels);
+      std::vector<acc_t> vmin(channels), vmax(channels);
+      std::vector<int32_t> nmin(channels), nmax(channels);
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t first = p[i], last = p[i + 1];
+        const int64_t out = i * channels;
+        if (first == last) {
+          for (int64_t f = 0; f < channels; ++f) {
+            sum_p[out + f] = scalar_t(0);
+            if (moments) m2_p[out + f] = scalar_t(0);
+            if (extremes) {
+              lo_p[out + f] = hi_p[out + f] = scalar_t(0);
+              tlo_p[out + f] = thi_p[out + f] = 0;
+            }
+          }
+          continue;
+        }
+        {  // the first edge initialises every accumulator
+          const scalar_t* row = in.source_row(first);
+          for (int64_t f = 0; f < channels; ++f) {
+            const acc_t x = in.template value<acc_t>(row, first, f);
+            total[f] = x;
+            shift[f] = x;
+            s1[f] = s2[f] = acc_t(0);
+            vmin[f] = vmax[f] = x;
+            nmin[f] = nmax[f] = 1;
+          }
+        }
+        for (int64_t e = first + 1; e < last; ++e) {
+          const scalar_t* row = in.source_row(e);
+          if (moments) {
+            for (int64_t f = 0; f < channels; ++f) {
+              const acc_t x = in.template value<acc_t>(row, e, f);
+              const acc_t dx = x - shift[f];
+              total[f] += x;
+              s1[f] += dx;
+              s2[f] += dx * dx;
+            }
+          } else {
+            for (int64_t f = 0; f < channels; ++f) total[f] += in.template value<acc_t>(row, e, f);
+          }
+          if (extremes) {
+            for (int64_t f = 0; f < channels; ++f) {
+              const acc_t x = in.template value<acc_t>(row, e, f);
+              // a new extreme restarts the tie count; a NaN replaces a number once
+              if (x < vmin[f] || (x != x && vmin[f] == vmin[f])) { vmin[f] = x; nmin[f] = 1; }
+              else if (x == vmin[f]) ++nmin[f];
+              if (x > vmax[f] || (x != x && vmax[f] == vmax[f])) { vmax[f] = x; nmax[f] = 1; }
+              else if (x == vmax[f]) ++nmax[f];
+            }
+          }
+        }
+        const acc_t degree = static_cast<acc_t>(last - first);
+        for (int64_t f = 0; f < channels; ++f) {
+          sum_p[out + f] = static_cast<scalar_t>(total[f]);
+          if (moments) m2_p[out + f] = static_cast<scalar_t>(std::max(acc_t(0), s2[f] - s1[f] * s1[f] / degree));
+          if (extremes) {
+            lo_p[out + f] = static_cast<scalar_t>(vmin[f]);
+            hi_p[out + f] = static_cast<scalar_t>(vmax[f]);
+            tlo_p[out + f] = nmin[f];
+            thi_p[out + f] = nmax[f];
+          }
+        }
+      }
+    });
+  });
+  return {sum, m2, lo, hi, ties_lo, ties_hi};
+}
+
+// d/dx_e of  g_sum.sum + g_m2.m2 + g_min.min + g_max.max  at edge e of row i:
+//   g_sum + 2 g_m2 (x_e - mean_i) + [x_e = min_i] g_min / ties_min_i + (same for max)
+// (x_e is compared after rounding to scalar_t, as the extreme was stored)
+template <typename scalar_t, typename acc_t>
+struct EdgeGradient {
+  const scalar_t *g_sum, *g_m2, *g_min, *g_max, *sum, *low, *high;
+  const int32_t *ties_lo, *ties_hi;
+  const int64_t* ptr;
+  int64_t channels;
+
+  acc_t operator()(int64_t i, int64_t e, int64_t f, acc_t x) const {
+    const int64_t k = i * channels + f;
+    acc_t g = g_sum ? static_cast<acc_t>(g_sum[k]) : acc_t(0);
+    if (g_m2) {
+      const acc_t mean = static_cast<acc_t>(sum[k]) / static_cast<acc_t>(ptr[i + 1] - ptr[i]);
+      g += acc_t(2) * static_cast<acc_t>(g_m2[k]) * (x - mean);
+    }
+    if (g_min && static_cast<scalar_t>(x) == low[k]) g += static_cast<acc_t>(g_min[k]) / ties_lo[k];
+    if (g_max && static_cast<scalar_t>(x) == high[k]) g += static_cast<acc_t>(g_max[k]) / ties_hi[k];
+    return g;
+  }
+};
+
+template <typename scalar_t>
+const scalar_t* optional_data(const c10::optional<Tensor>& t) {
+  return (t && t->numel() > 0) ? t->data_ptr<scalar_t>() : nullptr;
+}
+
+template <typename scalar_t>
+const scalar_t* optional_data(const Tensor& t) {
+  return t.numel() > 0 ? t.data_ptr<scalar_t>() : nullptr;
+}
+
+// Per-edge gradient, one pass over the CSR rows.  Row e of the result is
+// written at out_index[e] (an injective map into src's rows, e.g. the sort
+// permutation of an unsorted index), or at e.
+Tensor segment_stats_backward_cpu(
+    const c10::optional<Tensor>& grad_sum, const c10::optional<Tensor>& grad_m2,
+    const c10::optional<Tensor>& grad_min, const c10::optional<Tensor>& grad_max,
+    const Tensor& src, const Tensor& ptr, const c10::optional<Tensor>& col,
+    const c10::optional<Tensor>& edge_term, const Tensor& sum, const Tensor& low,
+    const Tensor& high, const Tensor& ties_lo, const Tensor& ties_hi,
+    const c10::optional<Tensor>& out_index) {
+  check_inputs(src, ptr, col, edge_term);
+  const int64_t rows = ptr.numel() - 1, channels = src.size(1);
+  const int64_t edges = col ? col->numel() : (edge_term ? edge_term->size(0) : src.size(0));
+  // Scattered through an injective out_index, rows no edge reads keep a zero gradient.
+  const int64_t out_rows = out_index ? src.size(0) : edges;
+  Tensor grad = (out_index && edges < out_rows) ? at::zeros({out_rows, channels}, src.options())
+                                                : at::empty({out_rows, channels}, src.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "segment_stats_backward_cpu", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const auto in = edge_values<scalar_t>(src, col, edge_term);
+    const EdgeGradient<scalar_t, acc_t> dx{
+        optional_data<scalar_t>(grad_sum), optional_data<scalar_t>(grad_m2),
+        optional_data<scalar_t>(grad_min), optional_data<scalar_t>(grad_max),
+        sum.data_ptr<scalar_t>(), optional_data<scalar_t>(low), optional_data<scalar_t>(high),
+        optional_data<int32_t>(ties_lo), optional_data<int32_t>(ties_hi), ptr.data_ptr<int64_t>(),
+        channels};
+    const int64_t* p = ptr.data_ptr<int64_t>();
+    const int64_t* dst = out_index ? out_index->data_ptr<int64_t>() : nullptr;
+    scalar_t* out = grad.data_ptr<scalar_t>();
+    at::parallel_for(0, rows, row_grain(rows, edges, channels), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        for (int64_t e = p[i]; e < p[i + 1]; ++e) {
+          const scalar_t* row = in.source_row(e);
+          scalar_t* target = out + (dst ? dst[e] : e) * channels;
+          for (int64_t f = 0; f < channels; ++f) {
+            target[f] = static_cast<scalar_t>(dx(i, e, f, in.template value<acc_t>(row, e, f)));
+          }
+        }
+      }
+    });
+  });
+  return grad;
+}
+
+// Gradient of the gather form with respect to src, one pass over the
+// transposed graph: source j sums the per-edge gradients of its out-edges,
+// csc_edge[csc_ptr[j]..csc_ptr[j+1]] (CSR positions), edge_row[e] being the
+// target row of CSR position e.  No atomics, so the sums are deterministic.
+Tensor segment_stats_backward_gather_cpu(
+    const c10::optional<Tensor>& grad_sum, const c10::optional<Tensor>& grad_m2,
+    const c10::optional<Tensor>& grad_min, const c10::optional<Tensor>& grad_max,
+    const Tensor& src, const Tensor& ptr, const Tensor& col, const c10::optional<Tensor>& edge_term,
+    const Tensor& sum, const Tensor& low, const Tensor& high, const Tensor& ties_lo,
+    const Tensor& ties_hi, const Tensor& csc_ptr,
+    const Tensor& csc_edge, const Tensor& edge_row) {
+  check_inputs(src, ptr, col, edge_term);
+  const int64_t sources = src.size(0), channels = src.size(1), edges = col.numel();
+  Tensor grad = at::empty({sources, channels}, src.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "segment_stats_backward_gather_cpu", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const EdgeGradient<scalar_t, acc_t> dx{
+        optional_data<scalar_t>(grad_sum), optional_data<scalar_t>(grad_m2),
+        optional_data<scalar_t>(grad_min), optional_data<scalar_t>(grad_max),
+        sum.data_ptr<scalar_t>(), optional_data<scalar_t>(low), optional_data<scalar_t>(high),
+        optional_data<int32_t>(ties_lo), optional_data<int32_t>(ties_hi), ptr.data_ptr<int64_t>(),
+        channels};
+    const scalar_t* x_src = src.data_ptr<scalar_t>();
+    const scalar_t* term = optional_data<scalar_t>(edge_term);
+    const int64_t* cp = csc_ptr.data_ptr<int64_t>();
+    const int64_t* ce = csc_edge.data_ptr<int64_t>();
+    const int64_t* er = edge_row.data_ptr<int64_t>();
+    scalar_t* out = grad.data_ptr<scalar_t>();
+    at::parallel_for(0, sources, row_grain(sources, edges, channels), [&](int64_t begin, int64_t end) {
+      std::vector<acc_t> acc(channels);
+      for (int64_t j = begin; j < end; ++j) {
+        std::fill(acc.begin(), acc.end(), acc_t(0));
+        const scalar_t* row = x_src + j * channels;
+        for (int64_t k = cp[j]; k < cp[j + 1]; ++k) {
+          const int64_t e = ce[k], i = er[e];
+          for (int64_t f = 0; f < channels; ++f) {
+            acc_t x = static_cast<acc_t>(row[f]);
+            if (term) x += static_cast<acc_t>(term[e * channels + f]);
+            acc[f] += dx(i, e, f, x);
+          }
+        }
+        for (int64_t f = 0; f < channels; ++f) out[j * channels + f] = static_cast<scalar_t>(acc[f]);
+      }
+    });
+  });
+  return grad;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(pyg_agg, CPU, m) {
+  m.impl("segment_stats", &segment_stats_cpu);
+  m.impl("segment_stats_backward", &segment_stats_backward_cpu);
+  m.impl("segment_stats_backward_gather", &segment_stats_backward_gather_cpu);
+}
+
+}  // namespace pyg_agg

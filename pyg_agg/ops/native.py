@@ -1,0 +1,231 @@
+"""The native ops: schemas, build and loading, fake kernels and autograd.
+
+Every native op is a ``torch.library`` custom op in the ``pyg_agg``
+namespace. Its schema, fake (meta) kernel and autograd formula are defined
+here, once; the device kernels register themselves against that schema:
+
+* CPU: C++ in ``csrc/cpu/`` (ATen, ``at::parallel_for``), compiled with
+  :func:`torch.utils.cpp_extension.load` into a persistent build cache
+  (``$PYG_AGG_CACHE/native/<torch>-<source hash>``, see
+  :func:`pyg_agg.datasets.root.cache_root`). ``make install`` builds it
+  (``python -m pyg_agg.ops``); otherwise the first import does, once.
+* CUDA: Triton kernels in :mod:`pyg_agg.ops.gpu`, registered when Triton
+  imports.
+
+Where the C++ build is impossible (no compiler, no ninja) the import still
+succeeds: one warning says why, :data:`HAS_NATIVE` is ``False`` and the
+pure-torch backend runs. ``PYG_AGG_NATIVE=0`` skips the build and the load.
+
+Because the ops have fake kernels and registered autograd, they trace under
+``torch.compile(fullgraph=True)`` with symbolic sizes: no graph break, no
+recompilation per graph size.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+_log = logging.getLogger(__name__)
+_CSRC = Path(__file__).parent / "csrc"
+_CPU_SOURCES = sorted((_CSRC / "cpu").glob("*.cpp"))
+
+_LIB = torch.library.Library("pyg_agg", "DEF")  # noqa: TOR901 - the schemas live in Python
+# Multi-statistic segment reduction over CSR rows (see csrc/cpu/segment_stats.cpp):
+# row i reduces x_e = src[col[e] if col else e] (+ edge_term[e]), e in ptr[i]..ptr[i+1].
+# Returns (sum, m2, min, max, ties_min, ties_max); m2 = sum of squared deviations
+# from the row mean, ties_* (int32) = how many entries equal the extreme (the
+# backward splits its gradient among them). Outputs not asked for (moments,
+# extremes) have shape [0]; empty rows give 0. col_is_permutation says col is injective (an
+# unsorted index's sort order), so the backward scatters without atomics or a sort.
+_LIB.define(
+    "segment_stats(Tensor src, Tensor ptr, Tensor? col, Tensor? edge_term, "
+    "bool col_is_permutation, bool moments, bool extremes) "
+    "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
+)
+# Per-edge gradient [E, F] (rows written at out_index[e] when given, into [M, F]).
+_LIB.define(
+    "segment_stats_backward(Tensor? grad_sum, Tensor? grad_m2, Tensor? grad_min, "
+    "Tensor? grad_max, Tensor src, Tensor ptr, Tensor? col, Tensor? edge_term, "
+    "Tensor sum, Tensor low, Tensor high, Tensor ties_lo, Tensor ties_hi, Tensor? out_index) -> Tensor"
+)
+# Gradient [M, F] of the gather form with respect to src, over the transposed graph.
+_LIB.define(
+    "segment_stats_backward_gather(Tensor? grad_sum, Tensor? grad_m2, Tensor? grad_min, "
+    "Tensor? grad_max, Tensor src, Tensor ptr, Tensor col, Tensor? edge_term, "
+    "Tensor sum, Tensor low, Tensor high, Tensor ties_lo, Tensor ties_hi, Tensor csc_ptr, Tensor csc_edge, "
+    "Tensor edge_row) -> Tensor"
+)
+
+
+def build_directory() -> Path:
+    """Where the C++ ops of this torch version and these sources are built."""
+    from pyg_agg.datasets.root import cache_root
+
+    digest = hashlib.sha256()
+    for source in _CPU_SOURCES:
+        digest.update(source.read_bytes())
+    version = torch.__version__.replace("+", "_")
+    return cache_root() / "native" / f"{version}-{digest.hexdigest()[:16]}"
+
+
+def _load_cpu_kernels() -> tuple[bool, str]:
+    """Builds (once) and loads the C++ kernels; returns (loaded, why not)."""
+    if os.environ.get("PYG_AGG_NATIVE", "1") == "0":
+        return False, "PYG_AGG_NATIVE=0"
+    try:
+        from torch.utils import cpp_extension
+
+        directory = build_directory()
+        directory.mkdir(parents=True, exist_ok=True)
+        cpp_extension.load(
+            name="pyg_agg_native",
+            sources=[str(s) for s in _CPU_SOURCES],
+            build_directory=str(directory),
+            extra_cflags=["-O3"],
+            is_python_module=False,
+            verbose=False,
+        )
+    except Exception as error:  # no compiler, no ninja, a failed build: fall back, never crash
+        reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        return False, f"{type(error).__name__}: {reason}"
+    return True, ""
+
+
+HAS_NATIVE, WHY_NOT_NATIVE = _load_cpu_kernels()
+if not HAS_NATIVE and WHY_NOT_NATIVE != "PYG_AGG_NATIVE=0":
+    warnings.warn(
+        f"pyg_agg: the native CPU ops could not be built ({WHY_NOT_NATIVE}); "
+        f"the pure-torch backend runs instead. Install a C++ compiler and ninja, "
+        f"then `python -m pyg_agg.ops`.",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+
+try:  # the CUDA kernels: Triton, when it imports (a CPU-only machine may lack it)
+    from pyg_agg.ops.gpu import register_cuda_kernels
+
+    register_cuda_kernels()
+    HAS_TRITON = True
+except ImportError:
+    HAS_TRITON = False
+
+
+def has_kernels(device_type: str) -> bool:
+    """Whether the native ops have kernels for devices of this type."""
+    return {"cpu": HAS_NATIVE, "cuda": HAS_TRITON}.get(device_type, False)
+
+
+# ---------------------------------------------------------------- fake kernels
+@torch.library.register_fake("pyg_agg::segment_stats")
+def _segment_stats_fake(src, ptr, col, edge_term, col_is_permutation, moments, extremes):
+    rows, channels = ptr.shape[0] - 1, src.shape[1]
+
+    def full(dtype=src.dtype):
+        return src.new_empty((rows, channels), dtype=dtype)
+
+    def none(dtype=src.dtype):
+        return src.new_empty((0,), dtype=dtype)
+
+    return (
+        full(),
+        full() if moments else none(),
+        full() if extremes else none(),
+        full() if extremes else none(),
+        full(torch.int32) if extremes else none(torch.int32),
+        full(torch.int32) if extremes else none(torch.int32),
+    )
+
+
+def _edge_count(src: Tensor, col: Optional[Tensor], edge_term: Optional[Tensor]):
+    if col is not None:
+        return col.shape[0]
+    return edge_term.shape[0] if edge_term is not None else src.shape[0]
+
+
+@torch.library.register_fake("pyg_agg::segment_stats_backward")
+def _segment_stats_backward_fake(grad_sum, grad_m2, grad_min, grad_max, src, ptr, col,
+                                 edge_term, sum, low, high, ties_lo, ties_hi, out_index):
+    rows = src.shape[0] if out_index is not None else _edge_count(src, col, edge_term)
+    return src.new_empty((rows, src.shape[1]))
+
+
+@torch.library.register_fake("pyg_agg::segment_stats_backward_gather")
+def _segment_stats_backward_gather_fake(grad_sum, grad_m2, grad_min, grad_max, src, ptr, col,
+                                        edge_term, sum, low, high, ties_lo, ties_hi, csc_ptr,
+                                        csc_edge, edge_row):
+    return torch.empty_like(src)
+
+
+# -------------------------------------------------------------------- autograd
+def _setup_context(ctx, inputs, output):
+    src, ptr, col, edge_term, col_is_permutation, _moments, _extremes = inputs
+    total, _m2, low, high, ties_lo, ties_hi = output
+    ctx.col_is_permutation = col_is_permutation
+    ctx.save_for_backward(src, ptr, col, edge_term, total, low, high, ties_lo, ties_hi)
+    ctx.mark_non_differentiable(ties_lo, ties_hi)
+
+
+def _present(grad: Optional[Tensor]) -> Optional[Tensor]:
+    """A gradient the kernels should read: absent outputs come back empty or None."""
+    return grad.contiguous() if grad is not None and grad.numel() > 0 else None
+
+
+def _backward(ctx, grad_sum, grad_m2, grad_min, grad_max, _grad_ties_lo, _grad_ties_hi):
+    src, ptr, col, edge_term, *saved = ctx.saved_tensors
+    grads = [_present(g) for g in (grad_sum, grad_m2, grad_min, grad_max)]
+    if all(g is None for g in grads):
+        return None, None, None, None, None, None, None
+    grad_src = grad_edge = None
+    needs_src, needs_edge = ctx.needs_input_grad[0], ctx.needs_input_grad[3]
+    if needs_edge or (needs_src and col is None):
+        grad_edge = torch.ops.pyg_agg.segment_stats_backward(*grads, src, ptr, col, edge_term, *saved, None)
+        if col is None:
+            grad_src = grad_edge
+    if needs_src and col is not None:
+        if ctx.col_is_permutation:
+            grad_src = torch.ops.pyg_agg.segment_stats_backward(*grads, src, ptr, col, edge_term, *saved, col)
+        else:
+            csc_ptr, csc_edge, edge_row = transpose_csr(ptr, col, src.shape[0])
+            grad_src = torch.ops.pyg_agg.segment_stats_backward_gather(
+                *grads, src, ptr, col, edge_term, *saved, csc_ptr, csc_edge, edge_row)
+    return grad_src, None, None, grad_edge if needs_edge else None, None, None, None
+
+
+torch.library.register_autograd("pyg_agg::segment_stats", _backward, setup_context=_setup_context)
+
+
+def transpose_csr(ptr: Tensor, col: Tensor, num_sources: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The transposed graph of a CSR ``(ptr, col)``, by positions.
+
+    Returns ``(csc_ptr, csc_edge, edge_row)``: the CSR positions of source
+    ``j``'s edges are ``csc_edge[csc_ptr[j]:csc_ptr[j + 1]]``, in CSR order (a
+    stable sort, so sums over them are deterministic), and ``edge_row[e]`` is
+    the target row of position ``e``.
+    """
+    csc_edge = torch.argsort(col, stable=True)
+    counts = torch.bincount(col, minlength=num_sources)
+    csc_ptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+    rows = torch.arange(ptr.shape[0] - 1, device=ptr.device)
+    edge_row = torch.repeat_interleave(rows, ptr.diff(), output_size=col.shape[0])
+    return csc_ptr, csc_edge, edge_row
+
+
+def segment_stats(src: Tensor, ptr: Tensor, col: Optional[Tensor] = None,
+                  edge_term: Optional[Tensor] = None, col_is_permutation: bool = False,
+                  moments: bool = True, extremes: bool = True) -> tuple[Tensor, ...]:
+    """Unchecked call of the native multi-statistic segment reduction.
+
+    Callers validate first (see :func:`pyg_agg.ops.segment_statistics`):
+    ``src`` ``[M, F]`` floating, ``ptr`` int64 ``[N + 1]``, ``col`` int64
+    ``[E]`` with entries in ``[0, M)``, ``edge_term`` ``[E, F]``.
+    """
+    return torch.ops.pyg_agg.segment_stats(src, ptr, col, edge_term, col_is_permutation,
+                                           moments, extremes)
+

@@ -1,0 +1,258 @@
+"""The native multi-statistic op against the torch reference and PyG."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch_geometric.nn import aggr as pyg_aggr
+
+from pyg_agg.ops import (
+    HAS_NATIVE,
+    HAS_TRITON,
+    index_to_ptr,
+    multi_aggregate,
+    segment_statistics,
+    use_backend,
+)
+
+pytestmark = pytest.mark.skipif(not HAS_NATIVE, reason="native ops not built (see the import warning)")
+
+STATS = ("count", "sum", "mean", "sumsq", "var", "std", "min", "max")
+PYG = {"sum": pyg_aggr.SumAggregation(), "mean": pyg_aggr.MeanAggregation(),
+       "min": pyg_aggr.MinAggregation(), "max": pyg_aggr.MaxAggregation(),
+       "var": pyg_aggr.VarAggregation(), "std": pyg_aggr.StdAggregation()}
+TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-4, torch.bfloat16: 3e-2}
+
+
+def hard_graph(num_nodes=60, num_edges=600, hub_degree=0, seed=0):
+    """An unsorted index with duplicate targets, empty rows (nodes 7 and the last
+    ones) and optionally one hub."""
+    gen = torch.Generator().manual_seed(seed)
+    index = torch.randint(0, num_nodes - 3, (num_edges,), generator=gen)
+    index[index == 7] = 8
+    if hub_degree:
+        index = torch.cat([index, torch.full((hub_degree,), 5)])[torch.randperm(num_edges + hub_degree,
+                                                                               generator=gen)]
+    return index
+
+
+def both_backends(src, index, n, stats=STATS, weights=None):
+    """Outputs and input gradient of multi_aggregate on "native" and "torch"."""
+    results = {}
+    for backend in ("native", "torch"):
+        x = src.detach().clone().requires_grad_()
+        with use_backend(backend):
+            out = multi_aggregate(x, index, n, stats=stats)
+        loss = sum((v.double() * (i + 1)).sum() for i, (k, v) in enumerate(out.items()) if k != "count")
+        loss.backward()
+        results[backend] = (out, x.grad)
+    return results
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("hub_degree", [0, 10_000])
+def test_native_equals_reference_and_pyg(dtype, hub_degree):
+    index = hard_graph(hub_degree=hub_degree)
+    src = torch.randn(index.numel(), 5).to(dtype)
+    results = both_backends(src, index, 60)
+    (native, grad_native), (ref, grad_ref) = results["native"], results["torch"]
+    tol = TOLERANCE[dtype] * (10 if hub_degree and dtype == torch.bfloat16 else 1)
+    for name in STATS:
+        torch.testing.assert_close(native[name], ref[name], atol=tol * 10, rtol=tol, msg=name)
+        if name in PYG and dtype != torch.bfloat16:  # PyG's var cancels in low precision
+            torch.testing.assert_close(native[name], PYG[name](src, index, dim_size=60),
+                                       atol=tol * 10, rtol=tol, msg=name)
+    torch.testing.assert_close(grad_native, grad_ref, atol=tol * 10, rtol=tol)
+
+
+def test_tied_extremes_split_the_gradient_like_pyg():
+    index = torch.tensor([0, 0, 0, 1, 1])
+    src = torch.tensor([[1.0], [3.0], [3.0], [2.0], [2.0]])
+    grads = []
+    for run in ("native", "pyg"):
+        x = src.clone().requires_grad_()
+        if run == "native":
+            with use_backend("native"):
+                out = multi_aggregate(x, index, 2, stats=("max",))["max"]
+        else:
+            out = PYG["max"](x, index, dim_size=2)
+        out.sum().backward()
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[0], grads[1])
+    torch.testing.assert_close(grads[0].flatten(), torch.tensor([0.0, 0.5, 0.5, 0.5, 0.5]))
+
+
+@pytest.mark.parametrize("backend", ["native", "torch"])
+def test_variance_is_stable_in_float32(backend):
+    x = torch.tensor([[3000.0], [3001.0], [3002.0]])
+    with use_backend(backend):
+        out = multi_aggregate(x, torch.zeros(3, dtype=torch.long), 1, stats=("var", "std"))
+    torch.testing.assert_close(out["std"], torch.tensor([[0.8165]]), atol=1e-4, rtol=0)
+    torch.testing.assert_close(out["var"], torch.tensor([[2 / 3]]), atol=1e-4, rtol=0)
+
+
+def gather_graph(seed=1):
+    gen = torch.Generator().manual_seed(seed)
+    num_nodes, num_sources, num_edges = 12, 9, 50
+    target = torch.randint(0, num_nodes - 2, (num_edges,), generator=gen).sort().values
+    col = torch.randint(0, num_sources, (num_edges,), generator=gen)
+    return index_to_ptr(target, num_nodes), col, num_sources
+
+
+@pytest.mark.parametrize("backend", ["native", "torch"])
+@pytest.mark.parametrize("form", ["plain", "gather", "gather+edge_term", "permutation"])
+def test_gradcheck_every_form(backend, form):
+    ptr, col, num_sources = gather_graph()
+    stats = ("sum", "mean", "sumsq", "var", "std", "min", "max")
+    src = torch.randn(num_sources if "gather" in form else col.numel(), 3, dtype=torch.float64,
+                      requires_grad=True)
+    term = torch.randn(col.numel(), 3, dtype=torch.float64, requires_grad=True)
+    index = torch.randint(0, 10, (col.numel(),))
+
+    def run(x, t):
+        if form == "permutation":  # multi_aggregate over an unsorted index
+            out = multi_aggregate(x, index, 12, stats=stats)
+        else:
+            out = segment_statistics(x, ptr, col if "gather" in form else None,
+                                     t if "edge_term" in form else None, stats=stats)
+        return tuple(out[s] for s in stats)
+
+    with use_backend(backend):
+        assert torch.autograd.gradcheck(run, (src, term))
+
+
+@pytest.mark.parametrize("with_term", [False, True])
+def test_gather_form_equals_materialised_messages(with_term):
+    ptr, col, num_sources = gather_graph()
+    src = torch.randn(num_sources, 4)
+    term = torch.randn(col.numel(), 4) if with_term else None
+    messages = src[col] + (term if with_term else 0)
+    with use_backend("native"):
+        gathered = segment_statistics(src, ptr, col, term, stats=STATS)
+        plain = segment_statistics(messages, ptr, stats=STATS)
+    for name in STATS:
+        torch.testing.assert_close(gathered[name], plain[name], msg=name)
+
+
+def test_native_results_are_bitwise_deterministic():
+    index = hard_graph(num_edges=20_000, hub_degree=10_000)
+    src = torch.randn(index.numel(), 16)
+    runs = [both_backends(src, index, 60)["native"] for _ in range(3)]
+    for out, grad in runs[1:]:
+        for name in STATS:
+            assert torch.equal(out[name], runs[0][0][name]), name
+        assert torch.equal(grad, runs[0][1])
+
+
+def test_segment_statistics_validates_its_inputs():
+    ptr, col, num_sources = gather_graph()
+    src = torch.randn(num_sources, 3)
+    with pytest.raises(ValueError, match="`col` contains"):
+        segment_statistics(src, ptr, col + num_sources)
+    with pytest.raises(ValueError, match="`edge_term` must have shape"):
+        segment_statistics(src, ptr, col, torch.randn(3, 3))
+    short = ptr.clone()
+    short[-1] -= 1
+    with pytest.raises(ValueError, match="`ptr` must start at 0 and end at"):
+        segment_statistics(src, short, col)
+    with pytest.raises(ValueError, match="`src` must be two-dimensional"):
+        segment_statistics(src.flatten(), ptr)
+
+
+def test_compiled_fullgraph_does_not_recompile_per_graph_size():
+    graphs = []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def stats(src, index, n: int):
+        out = multi_aggregate(src, index, n, stats=("mean", "std", "min", "max"))
+        return out["mean"] + out["std"] - out["max"] * out["min"]
+
+    torch._dynamo.reset()
+    compiled = torch.compile(stats, backend=counting_backend, fullgraph=True, dynamic=True)
+    for size in range(10):
+        num_edges, n = 50 + 37 * size, 10 + 3 * size
+        src, index = torch.randn(num_edges, 4), torch.randint(0, n, (num_edges,))
+        with use_backend("native"):
+            torch.testing.assert_close(compiled(src, index, n), stats(src, index, n))
+    assert len(graphs) <= 2
+
+
+def test_compiled_backward_matches_eager():
+    src = torch.randn(80, 4, requires_grad=True)
+    index = torch.randint(0, 9, (80,))
+
+    def loss(x):
+        out = multi_aggregate(x, index, 9, stats=("sum", "std", "max"))
+        return (out["sum"] * out["std"] + out["max"]).sum()
+
+    torch._dynamo.reset()
+    with use_backend("native"):
+        eager = torch.autograd.grad(loss(src), src)[0]
+        compiled = torch.autograd.grad(torch.compile(loss, backend="aot_eager", fullgraph=True)(src), src)[0]
+    torch.testing.assert_close(compiled, eager)
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+def test_triton_kernels_match_cpu_kernels_under_the_interpreter():
+    # TRITON_INTERPRET must be set before the kernels are defined: a fresh process
+    code = textwrap.dedent("""
+        import torch
+        import pyg_agg.ops.native as native
+        from pyg_agg.ops.gpu import segment_stats as triton_kernels
+        from pyg_agg.ops import index_to_ptr
+
+        torch.manual_seed(0)
+        for dtype in (torch.float32, torch.float64):
+            n, m, e, f = 14, 11, 70, 37                  # f spans two channel blocks
+            target = torch.randint(0, n - 2, (e,)).sort().values
+            target[target == 4] = 5                      # an empty row inside
+            ptr = index_to_ptr(target, n)
+            col = torch.randint(0, m, (e,))
+            src, term = torch.randn(m, f, dtype=dtype), torch.randn(e, f, dtype=dtype)
+            src[col[1]] = src[col[0]]                    # ties
+            for c, t in ((col, term), (col, None), (None, None)):
+                x = src if c is not None else torch.randn(e, f, dtype=dtype)
+                cpu = native.segment_stats(x, ptr, c, t)
+                gpu = triton_kernels.segment_stats(x, ptr, c, t, False, True, True)
+                for a, b in zip(cpu, gpu):
+                    assert a.dtype == b.dtype and torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+                grads = [torch.randn(n, f, dtype=dtype) for _ in range(4)]
+                saved = (cpu[0], cpu[2], cpu[3], cpu[4], cpu[5])
+                for g in (grads, [None, grads[1], None, grads[3]]):
+                    a = torch.ops.pyg_agg.segment_stats_backward(*g, x, ptr, c, t, *saved, None)
+                    b = triton_kernels.segment_stats_backward(*g, x, ptr, c, t, *saved, None)
+                    assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+                    if c is not None:
+                        csc = native.transpose_csr(ptr, c, m)
+                        a = torch.ops.pyg_agg.segment_stats_backward_gather(*g, x, ptr, c, t, *saved, *csc)
+                        b = triton_kernels.segment_stats_backward_gather(*g, x, ptr, c, t, *saved, *csc)
+                        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+        print("ok")
+    """)
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+def test_import_never_crashes_without_a_compiler(tmp_path):
+    code = ("import pyg_agg.ops as ops, torch; print(ops.HAS_NATIVE); "
+            "print(ops.multi_aggregate(torch.ones(2, 1), torch.tensor([0, 0]), 1, stats='sum')['sum'].item())")
+    env = {"PYG_AGG_CACHE": str(tmp_path), "PATH": "", "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-W", "always", "-c", code], env=env, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "2.0"]
+    assert out.stderr.count("native CPU ops could not be built") == 1
+
+
+def test_native_can_be_switched_off():
+    code = "import pyg_agg.ops as ops; print(ops.HAS_NATIVE, ops.resolve_backend('multi', 'cpu'))"
+    out = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-c", code],
+                         env={**os.environ, "PYG_AGG_NATIVE": "0"}, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "torch"]
