@@ -3,7 +3,10 @@
 On a power-law graph (default 100k nodes, 1M edges, F=64) times
 ``multi_aggregate(count, sum, std, min, max)`` against PyG's
 ``torch_geometric.utils.scatter`` called once per statistic, and against one
-plain scatter-sum (the floor). Then, per reduction, each available backend.
+plain scatter-sum (the floor), on the default backend ("auto": native on
+CPU) and on each other one. Prints a roofline line for the fused op: its
+minimum memory traffic over its time, against the copy bandwidth measured in
+the same run. Then, per reduction, each available backend.
 
     python benchmarks/bench_ops.py [--nodes N --edges E --features F --repeats R]
 """
@@ -13,15 +16,17 @@ import argparse
 
 import torch
 from common import (
+    copy_bandwidth_gb_s,
     median_time_s,
     peak_memory_mib,
     pin_malloc_threshold,
     power_law_graph,
     ratio_line,
+    roofline_line,
 )
 from torch_geometric.utils import scatter as pyg_scatter
 
-from pyg_agg.ops import HAS_TORCH_SCATTER, multi_aggregate, scatter, use_backend
+from pyg_agg.ops import HAS_NATIVE, HAS_TORCH_SCATTER, multi_aggregate, scatter, use_backend
 
 STATS = ("count", "sum", "std", "min", "max")
 
@@ -70,10 +75,13 @@ def main() -> None:
     def floor():
         return scatter(src, index, 0, n, "sum")
 
+    # checked against PyG's formulas in float64: in float32 PyG's E[x^2] - mean^2 loses
+    # digits on the hubs that the stable variance keeps (a float32 sum over a
+    # 48k-entry hub is itself only good to ~3e-3, for every backend)
     ours = fused()
-    ref = pyg()
+    ref = pyg_per_statistic(src.double(), index, n)
     for name in STATS:
-        torch.testing.assert_close(ours[name].to(ref[name].dtype), ref[name], atol=1e-4, rtol=1e-4,
+        torch.testing.assert_close(ours[name].to(ref[name].dtype), ref[name], atol=1e-2, rtol=1e-4,
                                    msg=name)
 
     t_fused = median_time_s(fused, args.repeats)
@@ -85,8 +93,23 @@ def main() -> None:
     print("\n# forward, median of", args.repeats)
     print(ratio_line("multi_aggregate(count,sum,std,min,max)", t_fused, t_pyg, "s"))
     print(ratio_line("  peak memory", m_fused, m_pyg, "MiB"))
-    print(f"{'fused / one scatter-sum (target <= 2.5x)':<42} {t_fused / t_floor:6.2f}x "
+    print(f"{'fused / one scatter-sum (target <= 1.5x)':<42} {t_fused / t_floor:6.2f}x "
           f"(sum alone {t_floor:.3f} s, {m_floor:.0f} MiB)")
+
+    backends = ["torch"] + (["native"] if HAS_NATIVE else [])
+    print("\n# multi_aggregate forward per backend / one scatter-sum (target <= 1.5x)")
+    for backend in backends:
+        with use_backend(backend):
+            t = median_time_s(fused, args.repeats)
+        print(f"  {backend:<14} {t:8.4f} s  {t / t_floor:6.2f}x one scatter-sum")
+    # at least: read the messages and the index once, write five [N, F] results
+    min_bytes = (src.numel() * src.element_size() + index.numel() * index.element_size()
+                 + 4 * n * args.features * src.element_size() + n * 8)
+    bandwidth = copy_bandwidth_gb_s(device)
+    print(roofline_line("roofline: multi_aggregate (auto)", min_bytes, t_fused, bandwidth))
+    print(roofline_line("roofline: one scatter-sum", src.numel() * src.element_size()
+                        + index.numel() * index.element_size() + n * args.features * src.element_size(),
+                        t_floor, bandwidth))
 
     src.requires_grad_()
 
@@ -103,6 +126,10 @@ def main() -> None:
                      median_time_s(pyg_bwd, args.repeats), "s"))
     print(ratio_line("  peak memory", peak_memory_mib(fused_bwd, device),
                      peak_memory_mib(pyg_bwd, device), "MiB"))
+    for backend in backends:
+        with use_backend(backend):
+            print(f"  {backend:<14} fwd+bwd {median_time_s(fused_bwd, args.repeats):8.4f} s, "
+                  f"peak {peak_memory_mib(fused_bwd, device):7.1f} MiB")
     src.requires_grad_(False)
 
     backends = ["torch"] + (["torch_scatter"] if HAS_TORCH_SCATTER else [])

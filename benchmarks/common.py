@@ -117,3 +117,21 @@ def add_graph_arguments(parser: argparse.ArgumentParser, device: bool = True) ->
 
 def ratio_line(name: str, ours: float, theirs: float, unit: str) -> str:
     return f"{name:<42} ours {ours:10.3f} {unit:<4} pyg {theirs:10.3f} {unit:<4} ratio {ours / theirs:6.2f}x"
+
+
+def copy_bandwidth_gb_s(device: torch.device, mib: int = 256, repeats: int = 5) -> float:
+    """The machine's memory copy bandwidth, measured now: read + write bytes of
+    one large ``copy_`` over its median time (GB/s)."""
+    src = torch.empty(mib * 2**20 // 4, device=device).normal_()
+    dst = torch.empty_like(src)
+    seconds = median_time_s(lambda: dst.copy_(src), repeats)
+    return 2 * src.numel() * src.element_size() / seconds / 1e9
+
+
+def roofline_line(name: str, min_bytes: int, seconds: float, bandwidth_gb_s: float) -> str:
+    """How close an op runs to the memory limit: the bytes it must move at least
+    (each input read once, each output written once) over its time, against the
+    measured copy bandwidth."""
+    achieved = min_bytes / seconds / 1e9
+    return (f"{name:<42} {min_bytes / 2**20:8.1f} MiB min traffic in {seconds * 1e3:8.2f} ms = "
+            f"{achieved:6.2f} GB/s, {100 * achieved / bandwidth_gb_s:5.1f}% of copy {bandwidth_gb_s:.1f} GB/s")

@@ -35,6 +35,8 @@ from torch import Tensor
 _log = logging.getLogger(__name__)
 _CSRC = Path(__file__).parent / "csrc"
 _CPU_SOURCES = sorted((_CSRC / "cpu").glob("*.cpp"))
+# -fopenmp: at::parallel_for is an inline OpenMP loop, serial without it
+_CFLAGS = ["-O3", "-fopenmp"]
 
 _LIB = torch.library.Library("pyg_agg", "DEF")  # noqa: TOR901 - the schemas live in Python
 # Multi-statistic segment reduction over CSR rows (see csrc/cpu/segment_stats.cpp):
@@ -68,7 +70,7 @@ def build_directory() -> Path:
     """Where the C++ ops of this torch version and these sources are built."""
     from pyg_agg.datasets.root import cache_root
 
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(" ".join(_CFLAGS).encode())
     for source in _CPU_SOURCES:
         digest.update(source.read_bytes())
     version = torch.__version__.replace("+", "_")
@@ -88,7 +90,8 @@ def _load_cpu_kernels() -> tuple[bool, str]:
             name="pyg_agg_native",
             sources=[str(s) for s in _CPU_SOURCES],
             build_directory=str(directory),
-            extra_cflags=["-O3"],
+            extra_cflags=_CFLAGS,
+            extra_ldflags=["-fopenmp"],
             is_python_module=False,
             verbose=False,
         )

@@ -75,6 +75,133 @@ void check_inputs(const Tensor& src, const Tensor& ptr, const c10::optional<Tens
   }
 }
 
+// How many edges ahead the gather form prefetches its source rows: the rows are
+// read in random order, so without it every row costs a memory latency.
+constexpr int64_t kPrefetchAhead = 8;
+
+template <typename scalar_t>
+inline void prefetch_row(const scalar_t* row, int64_t channels) {
+  const char* bytes = reinterpret_cast<const char*>(row);
+  for (int64_t b = 0; b < channels * static_cast<int64_t>(sizeof(scalar_t)); b += 64) {
+    __builtin_prefetch(bytes + b);
+  }
+}
+
+// Per-thread accumulators of one row, reused across the thread's rows.
+template <typename acc_t>
+struct RowAccumulators {
+  std::vector<acc_t> total, shift, s1, s2, vmin, vmax;
+  std::vector<int32_t> nmin, nmax;
+  explicit RowAccumulators(int64_t channels)
+      : total(channels), shift(channels), s1(channels), s2(channels), vmin(channels), vmax(channels),
+        nmin(channels), nmax(channels) {}
+};
+
+// One edge's update of a row's accumulators. Out of line with __restrict__
+// parameters: GCC honours restrict on parameters, and without it the loop is
+// only vectorised behind a runtime alias check that fell back to scalar code.
+template <typename scalar_t, typename acc_t, bool kTerm, bool kMoments, bool kExtremes>
+__attribute__((noinline)) void accumulate_edge(
+    const scalar_t* __restrict__ row, const scalar_t* __restrict__ term, acc_t* __restrict__ total,
+    const acc_t* __restrict__ shift, acc_t* __restrict__ s1, acc_t* __restrict__ s2,
+    acc_t* __restrict__ vmin, acc_t* __restrict__ vmax, int32_t* __restrict__ nmin,
+    int32_t* __restrict__ nmax, int64_t channels) {
+  for (int64_t f = 0; f < channels; ++f) {
+    acc_t x = static_cast<acc_t>(row[f]);
+    if (kTerm) x += static_cast<acc_t>(term[f]);
+    total[f] += x;
+    if (kMoments) {
+      const acc_t dx = x - shift[f];
+      s1[f] += dx;
+      s2[f] += dx * dx;
+    }
+    if (kExtremes) {
+      // A new extreme restarts the tie count, an equal value adds one; a NaN
+      // replaces a number once. Written as int arithmetic, not branches, so
+      // that GCC if-converts and vectorises the loop.
+      const acc_t lo = vmin[f], hi = vmax[f];
+      const int32_t x_nan = x != x;
+      const int32_t lower = (x < lo) | (x_nan & (lo == lo));
+      const int32_t higher = (x > hi) | (x_nan & (hi == hi));
+      nmin[f] = lower + (1 - lower) * (nmin[f] + (x == lo));
+      nmax[f] = higher + (1 - higher) * (nmax[f] + (x == hi));
+      vmin[f] = lower ? x : lo;
+      vmax[f] = higher ? x : hi;
+    }
+  }
+}
+
+// Reduces rows [begin, end). The flags are template parameters so that each
+// inner loop over channels is branch-free and vectorises: comparisons become
+// selects, the tie counts blend in the same lanes as the values.
+template <typename scalar_t, typename acc_t, bool kTerm, bool kMoments, bool kExtremes>
+void reduce_rows(const EdgeValues<scalar_t>& in, const int64_t* p, int64_t begin, int64_t end,
+                 scalar_t* sum_p, scalar_t* m2_p, scalar_t* lo_p, scalar_t* hi_p, int32_t* tlo_p,
+                 int32_t* thi_p) {
+  const int64_t channels = in.channels;
+  RowAccumulators<acc_t> acc(channels);
+  acc_t* __restrict__ total = acc.total.data();
+  acc_t* __restrict__ shift = acc.shift.data();
+  acc_t* __restrict__ s1 = acc.s1.data();
+  acc_t* __restrict__ s2 = acc.s2.data();
+  acc_t* __restrict__ vmin = acc.vmin.data();
+  acc_t* __restrict__ vmax = acc.vmax.data();
+  int32_t* __restrict__ nmin = acc.nmin.data();
+  int32_t* __restrict__ nmax = acc.nmax.data();
+  const int64_t last_edge = p[end];
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t first = p[i], last = p[i + 1];
+    const int64_t out = i * channels;
+    if (first == last) {
+      for (int64_t f = 0; f < channels; ++f) {
+        sum_p[out + f] = scalar_t(0);
+        if (kMoments) m2_p[out + f] = scalar_t(0);
+        if (kExtremes) {
+          lo_p[out + f] = hi_p[out + f] = scalar_t(0);
+          tlo_p[out + f] = thi_p[out + f] = 0;
+        }
+      }
+      continue;
+    }
+    for (int64_t e = first; e < last; ++e) {
+      if (in.col && e + kPrefetchAhead < last_edge) prefetch_row(in.source_row(e + kPrefetchAhead), channels);
+      const scalar_t* __restrict__ row = in.source_row(e);
+      const scalar_t* __restrict__ term = kTerm ? in.edge_term + e * channels : nullptr;
+      if (e == first) {  // the first edge initialises every accumulator
+        for (int64_t f = 0; f < channels; ++f) {
+          acc_t x = static_cast<acc_t>(row[f]);
+          if (kTerm) x += static_cast<acc_t>(term[f]);
+          total[f] = x;
+          if (kMoments) { shift[f] = x; s1[f] = acc_t(0); s2[f] = acc_t(0); }
+          if (kExtremes) { vmin[f] = vmax[f] = x; nmin[f] = nmax[f] = 1; }
+        }
+        continue;
+      }
+      accumulate_edge<scalar_t, acc_t, kTerm, kMoments, kExtremes>(row, term, total, shift, s1, s2, vmin, vmax,
+                                                                  nmin, nmax, channels);
+    }
+    const acc_t degree = static_cast<acc_t>(last - first);
+    for (int64_t f = 0; f < channels; ++f) {
+      sum_p[out + f] = static_cast<scalar_t>(total[f]);
+      if (kMoments) m2_p[out + f] = static_cast<scalar_t>(std::max(acc_t(0), s2[f] - s1[f] * s1[f] / degree));
+      if (kExtremes) {
+        lo_p[out + f] = static_cast<scalar_t>(vmin[f]);
+        hi_p[out + f] = static_cast<scalar_t>(vmax[f]);
+        tlo_p[out + f] = nmin[f];
+        thi_p[out + f] = nmax[f];
+      }
+    }
+  }
+}
+
+template <typename scalar_t, typename acc_t, bool kTerm>
+auto pick_reducer(bool moments, bool extremes) {
+  if (moments && extremes) return &reduce_rows<scalar_t, acc_t, kTerm, true, true>;
+  if (moments) return &reduce_rows<scalar_t, acc_t, kTerm, true, false>;
+  if (extremes) return &reduce_rows<scalar_t, acc_t, kTerm, false, true>;
+  return &reduce_rows<scalar_t, acc_t, kTerm, false, false>;
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> segment_stats_cpu(
     const Tensor& src, const Tensor& ptr, const c10::optional<Tensor>& col,
     const c10::optional<Tensor>& edge_term, bool /*col_is_permutation: read by the backward only*/,
@@ -91,83 +218,22 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> segment_stats_cpu(
   auto iopts = opts.dtype(at::kInt);
   Tensor ties_lo = extremes ? at::empty({rows, channels}, iopts) : none(iopts);
   Tensor ties_hi = extremes ? at::empty({rows, channels}, iopts) : none(iopts);
+  if (rows == 0 || channels == 0) return {sum, m2, lo, hi, ties_lo, ties_hi};
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "segment_stats_cpu", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const auto in = edge_values<scalar_t>(src, col, edge_term);
     const int64_t* p = ptr.data_ptr<int64_t>();
+    const auto reduce = edge_term ? pick_reducer<scalar_t, acc_t, true>(moments, extremes)
+                                  : pick_reducer<scalar_t, acc_t, false>(moments, extremes);
     scalar_t* sum_p = sum.data_ptr<scalar_t>();
     scalar_t* m2_p = moments ? m2.data_ptr<scalar_t>() : nullptr;
     scalar_t* lo_p = extremes ? lo.data_ptr<scalar_t>() : nullptr;
     scalar_t* hi_p = extremes ? hi.data_ptr<scalar_t>() : nullptr;
     int32_t* tlo_p = extremes ? ties_lo.data_ptr<int32_t>() : nullptr;
     int32_t* thi_p = extremes ? ties_hi.data_ptr<int32_t>() : nullptr;
-
     at::parallel_for(0, rows, row_grain(rows, edges, channels), [&](int64_t begin, int64_t end) {
-      std::vector<acc_t> total(channels), shift(channels), s1(channels), s2(channels);
-      std::vector<acc_t> vmin(channels), vmax(channels);
-      std::vector<int32_t> nmin(channels), nmax(channels);
-      for (int64_t i = begin; i < end; ++i) {
-        const int64_t first = p[i], last = p[i + 1];
-        const int64_t out = i * channels;
-        if (first == last) {
-          for (int64_t f = 0; f < channels; ++f) {
-            sum_p[out + f] = scalar_t(0);
-            if (moments) m2_p[out + f] = scalar_t(0);
-            if (extremes) {
-              lo_p[out + f] = hi_p[out + f] = scalar_t(0);
-              tlo_p[out + f] = thi_p[out + f] = 0;
-            }
-          }
-          continue;
-        }
-        {  // the first edge initialises every accumulator
-          const scalar_t* row = in.source_row(first);
-          for (int64_t f = 0; f < channels; ++f) {
-            const acc_t x = in.template value<acc_t>(row, first, f);
-            total[f] = x;
-            shift[f] = x;
-            s1[f] = s2[f] = acc_t(0);
-            vmin[f] = vmax[f] = x;
-            nmin[f] = nmax[f] = 1;
-          }
-        }
-        for (int64_t e = first + 1; e < last; ++e) {
-          const scalar_t* row = in.source_row(e);
-          if (moments) {
-            for (int64_t f = 0; f < channels; ++f) {
-              const acc_t x = in.template value<acc_t>(row, e, f);
-              const acc_t dx = x - shift[f];
-              total[f] += x;
-              s1[f] += dx;
-              s2[f] += dx * dx;
-            }
-          } else {
-            for (int64_t f = 0; f < channels; ++f) total[f] += in.template value<acc_t>(row, e, f);
-          }
-          if (extremes) {
-            for (int64_t f = 0; f < channels; ++f) {
-              const acc_t x = in.template value<acc_t>(row, e, f);
-              // a new extreme restarts the tie count; a NaN replaces a number once
-              if (x < vmin[f] || (x != x && vmin[f] == vmin[f])) { vmin[f] = x; nmin[f] = 1; }
-              else if (x == vmin[f]) ++nmin[f];
-              if (x > vmax[f] || (x != x && vmax[f] == vmax[f])) { vmax[f] = x; nmax[f] = 1; }
-              else if (x == vmax[f]) ++nmax[f];
-            }
-          }
-        }
-        const acc_t degree = static_cast<acc_t>(last - first);
-        for (int64_t f = 0; f < channels; ++f) {
-          sum_p[out + f] = static_cast<scalar_t>(total[f]);
-          if (moments) m2_p[out + f] = static_cast<scalar_t>(std::max(acc_t(0), s2[f] - s1[f] * s1[f] / degree));
-          if (extremes) {
-            lo_p[out + f] = static_cast<scalar_t>(vmin[f]);
-            hi_p[out + f] = static_cast<scalar_t>(vmax[f]);
-            tlo_p[out + f] = nmin[f];
-            thi_p[out + f] = nmax[f];
-          }
-        }
-      }
+      reduce(in, p, begin, end, sum_p, m2_p, lo_p, hi_p, tlo_p, thi_p);
     });
   });
   return {sum, m2, lo, hi, ties_lo, ties_hi};
