@@ -47,8 +47,8 @@ def multi_aggregate(
     each row by its first value, the reference subtracts the mean in a second
     pass. The backward is one pass over the messages, keeping only the
     messages and the per-segment results (no ``x**2`` or mask tensors).
-    The gradient of a tied min/max goes to its first entry with
-    ``"native"``, and is split evenly among the ties with ``"torch"``.
+    The gradient of a tied min/max is split evenly among the ties, as in
+    PyG's :class:`MinAggregation`/:class:`MaxAggregation`.
 
     ``std`` follows ``std_mode``:
 
@@ -183,7 +183,6 @@ def derive_statistics(names: tuple[str, ...], counts: Tensor, total: Tensor, m2:
                       eps: float) -> dict[str, Tensor]:
     """Every statistic of ``names`` from the primitives (count, sum, M, min, max)."""
     denom = counts.clamp(min=1).to(total.dtype).unsqueeze(-1)
-    mean = total / denom
     out: dict[str, Tensor] = {}
     for name in names:
         if name == "count":
@@ -191,9 +190,9 @@ def derive_statistics(names: tuple[str, ...], counts: Tensor, total: Tensor, m2:
         elif name == "sum":
             value = total
         elif name == "mean":
-            value = mean
+            value = total / denom
         elif name == "sumsq":
-            value = m2 + total * mean
+            value = m2 + total * total / denom
         elif name == "min":
             value = low
         elif name == "max":
@@ -203,11 +202,13 @@ def derive_statistics(names: tuple[str, ...], counts: Tensor, total: Tensor, m2:
             if name == "var":
                 value = var
             elif std_mode == "pyg":
-                value = var.clamp(min=eps).sqrt()
+                # sqrt_ may work in place: clamp's backward needs only var
+                value = var.clamp(min=eps).sqrt_()
                 value = value.masked_fill(value <= math.sqrt(eps), 0.0)
             else:
-                value = (var.relu() + eps).sqrt()
-        if name != "count" and (fill_value != 0 or name == "std"):
+                value = (var.relu() + eps).sqrt_()
+        # "pyg" std is already 0 on empty segments (var = 0 there); "eps" std is sqrt(eps)
+        if name != "count" and (fill_value != 0 or (name == "std" and std_mode == "eps")):
             value = fill_empty(value, counts, 0, fill_value)
         out[name] = value
     return out
