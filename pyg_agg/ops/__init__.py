@@ -1,5 +1,6 @@
 """Scatter/segment kernels and backend dispatch: every aggregation in
 pyg_agg goes through here."""
+from pyg_agg.ops.attention import dynamic_attention
 from pyg_agg.ops.backend import (
     BACKENDS,
     HAS_TORCH_SCATTER,
@@ -9,6 +10,7 @@ from pyg_agg.ops.backend import (
     use_backend,
 )
 from pyg_agg.ops.checks import check_index, check_ptr, set_validation
+from pyg_agg.ops.graph import CSRGraph, Edges, read_edges, target_csr
 from pyg_agg.ops.multi import STATISTICS, multi_aggregate, segment_statistics
 from pyg_agg.ops.native import HAS_NATIVE, HAS_TRITON
 from pyg_agg.ops.scatter import scatter, segment_counts
@@ -17,6 +19,8 @@ from pyg_agg.ops.softmax import scatter_softmax
 
 __all__ = [
     "BACKENDS",
+    "CSRGraph",
+    "Edges",
     "HAS_NATIVE",
     "HAS_TORCH_SCATTER",
     "HAS_TORCH_SPARSE",
@@ -24,10 +28,12 @@ __all__ = [
     "STATISTICS",
     "check_index",
     "check_ptr",
+    "dynamic_attention",
     "get_backend",
     "index_to_ptr",
     "multi_aggregate",
     "ptr_to_index",
+    "read_edges",
     "resolve_backend",
     "scatter",
     "scatter_softmax",
@@ -35,5 +41,6 @@ __all__ = [
     "segment_counts",
     "segment_statistics",
     "set_validation",
+    "target_csr",
     "use_backend",
 ]

@@ -60,9 +60,14 @@ AUTO_TABLE: dict[tuple[str, str], str] = {
     ("cuda", "min"): "torch_scatter",
     ("cuda", "max"): "torch_scatter",
     ("cpu", "multi"): "native",
+    ("cpu", "attention"): "native",
 }
-# The ops that have a native kernel (others fall back to "torch" under "native").
-NATIVE_OPS = ("multi",)
+# The ops that have a native kernel, and on which device types (elsewhere
+# "native" falls back to "torch").
+NATIVE_OPS: dict[str, tuple[str, ...]] = {
+    "multi": ("cpu", "cuda"),
+    "attention": ("cpu",),
+}
 
 _state = threading.local()
 
@@ -116,6 +121,6 @@ def resolve_backend(op: str, device_type: str) -> str:
         name = AUTO_TABLE.get((device_type, op), "torch")
     if name == "torch_scatter" and (not HAS_TORCH_SCATTER or torch.compiler.is_compiling()):
         name = "torch"  # torch_scatter's ops would break a compiled graph
-    if name == "native" and (op not in NATIVE_OPS or not has_kernels(device_type)):
+    if name == "native" and (device_type not in NATIVE_OPS.get(op, ()) or not has_kernels(device_type)):
         name = "torch"
     return name

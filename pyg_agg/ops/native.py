@@ -32,6 +32,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from pyg_agg.ops.graph import transpose_csr
+
 _log = logging.getLogger(__name__)
 _CSRC = Path(__file__).parent / "csrc"
 _CPU_SOURCES = sorted((_CSRC / "cpu").glob("*.cpp"))
@@ -63,6 +65,25 @@ _LIB.define(
     "Tensor? grad_max, Tensor src, Tensor ptr, Tensor col, Tensor? edge_term, "
     "Tensor sum, Tensor low, Tensor high, Tensor ties_lo, Tensor ties_hi, Tensor csc_ptr, Tensor csc_edge, "
     "Tensor edge_row) -> Tensor"
+)
+# Fused GATv2 attention over CSR rows (see csrc/cpu/dynamic_attention.cpp): row i
+# attends over its edges with scores att . LeakyReLU(x_src[col] + x_dst[i]
+# (+ W_e edge_attr)) and sums softmax * edge_scale * x_src[col]. Returns
+# (out [N, H, C], lse [N, H], alpha [E, H] or [0]); lse is the row's log-sum-exp
+# of the scores. weight_t is W_e transposed, [D, H*C]. Entries of col past ptr[-1]
+# are parked (in no row). csc_* and edge_row, the transposed graph, are only
+# kept for the backward (computed there when absent).
+_LIB.define(
+    "dynamic_attention(Tensor x_src, Tensor x_dst, Tensor att, Tensor ptr, Tensor col, "
+    "Tensor? edge_attr, Tensor? weight_t, Tensor? edge_scale, float negative_slope, "
+    "bool return_alpha, Tensor? csc_ptr, Tensor? csc_pos, Tensor? edge_row) -> (Tensor, Tensor, Tensor)"
+)
+# Gradients (x_src, x_dst, att, edge_attr, weight_t, edge_scale); absent inputs give [0].
+_LIB.define(
+    "dynamic_attention_backward(Tensor grad_out, Tensor? grad_alpha, Tensor x_src, Tensor x_dst, "
+    "Tensor att, Tensor ptr, Tensor col, Tensor? edge_attr, Tensor? weight_t, Tensor? edge_scale, "
+    "Tensor lse, float negative_slope, Tensor csc_ptr, Tensor csc_pos, Tensor edge_row) "
+    "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
 
 
@@ -204,20 +225,52 @@ def _backward(ctx, grad_sum, grad_m2, grad_min, grad_max, _grad_ties_lo, _grad_t
 torch.library.register_autograd("pyg_agg::segment_stats", _backward, setup_context=_setup_context)
 
 
-def transpose_csr(ptr: Tensor, col: Tensor, num_sources: int) -> tuple[Tensor, Tensor, Tensor]:
-    """The transposed graph of a CSR ``(ptr, col)``, by positions.
+@torch.library.register_fake("pyg_agg::dynamic_attention")
+def _dynamic_attention_fake(x_src, x_dst, att, ptr, col, edge_attr, weight_t, edge_scale,
+                            negative_slope, return_alpha, csc_ptr, csc_pos, edge_row):
+    alpha_shape = (col.shape[0], att.shape[0]) if return_alpha else (0,)
+    return torch.empty_like(x_dst), x_dst.new_empty((x_dst.shape[0], att.shape[0])), \
+        x_dst.new_empty(alpha_shape)
 
-    Returns ``(csc_ptr, csc_edge, edge_row)``: the CSR positions of source
-    ``j``'s edges are ``csc_edge[csc_ptr[j]:csc_ptr[j + 1]]``, in CSR order (a
-    stable sort, so sums over them are deterministic), and ``edge_row[e]`` is
-    the target row of position ``e``.
-    """
-    csc_edge = torch.argsort(col, stable=True)
-    counts = torch.bincount(col, minlength=num_sources)
-    csc_ptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
-    rows = torch.arange(ptr.shape[0] - 1, device=ptr.device)
-    edge_row = torch.repeat_interleave(rows, ptr.diff(), output_size=col.shape[0])
-    return csc_ptr, csc_edge, edge_row
+
+@torch.library.register_fake("pyg_agg::dynamic_attention_backward")
+def _dynamic_attention_backward_fake(grad_out, grad_alpha, x_src, x_dst, att, ptr, col, edge_attr,
+                                     weight_t, edge_scale, lse, negative_slope, csc_ptr, csc_pos,
+                                     edge_row):
+    def like(t):
+        return torch.empty_like(t) if t is not None else att.new_empty((0,))
+
+    return (torch.empty_like(x_src), torch.empty_like(x_dst), torch.empty_like(att),
+            like(edge_attr), like(weight_t), like(edge_scale))
+
+
+def _attention_setup_context(ctx, inputs, output):
+    (x_src, x_dst, att, ptr, col, edge_attr, weight_t, edge_scale, negative_slope, _return_alpha,
+     csc_ptr, csc_pos, edge_row) = inputs
+    ctx.negative_slope = negative_slope
+    ctx.save_for_backward(x_src, x_dst, att, ptr, col, edge_attr, weight_t, edge_scale, output[1],
+                          csc_ptr, csc_pos, edge_row)
+    ctx.mark_non_differentiable(output[1])
+
+
+def _attention_backward(ctx, grad_out, _grad_lse, grad_alpha):
+    (x_src, x_dst, att, ptr, col, edge_attr, weight_t, edge_scale, lse,
+     csc_ptr, csc_pos, edge_row) = ctx.saved_tensors
+    if csc_ptr is None:
+        csc_ptr, csc_pos, edge_row = transpose_csr(ptr, col, x_src.shape[0])
+    if grad_out is None:
+        grad_out = torch.zeros_like(x_dst)
+    grads = torch.ops.pyg_agg.dynamic_attention_backward(
+        grad_out.contiguous(), _present(grad_alpha), x_src, x_dst, att, ptr, col, edge_attr,
+        weight_t, edge_scale, lse, ctx.negative_slope, csc_ptr, csc_pos, edge_row)
+    g_src, g_dst, g_att, g_edge, g_weight, g_scale = (
+        g if needed else None for g, needed in zip(
+            grads, (ctx.needs_input_grad[i] for i in (0, 1, 2, 5, 6, 7)), strict=True))
+    return g_src, g_dst, g_att, None, None, g_edge, g_weight, g_scale, None, None, None, None, None
+
+
+torch.library.register_autograd("pyg_agg::dynamic_attention", _attention_backward,
+                                setup_context=_attention_setup_context)
 
 
 def segment_stats(src: Tensor, ptr: Tensor, col: Optional[Tensor] = None,

@@ -9,7 +9,7 @@ from torch import Tensor
 from pyg_agg.ops.backend import resolve_backend
 from pyg_agg.ops.checks import check_index, normalize_dim
 
-REDUCTIONS = ("sum", "mean", "min", "max")
+REDUCTIONS = ("sum", "mean", "min", "max", "mul")
 
 
 def broadcast_index(index: Tensor, src: Tensor, dim: int) -> Tensor:
@@ -53,7 +53,7 @@ def scatter(
         index: ``[E]`` integer tensor of output slots, in any order.
         dim: The dimension of ``src`` to reduce along.
         dim_size: Number of output slots ``N``; ``index.max() + 1`` if None.
-        reduce: ``"sum"``, ``"mean"``, ``"min"`` or ``"max"``.
+        reduce: ``"sum"``, ``"mean"``, ``"min"``, ``"max"`` or ``"mul"``.
         fill_value: The value of slots that receive no entry (never ±inf).
 
     Returns:
@@ -87,6 +87,9 @@ def scatter_unchecked(src: Tensor, index: Tensor, dim: int, dim_size: int, reduc
     n = dim_size
     size = list(src.shape)
     size[dim] = n
+    if reduce == "mul":  # one backend: scatter_reduce_'s product has a gradient
+        out = src.new_ones(size).scatter_reduce_(dim, broadcast_index(index, src, dim), src, "prod")
+        return out if fill_value == 1 else fill_empty(out, segment_counts(index, n), dim, fill_value)
     backend = resolve_backend(reduce, src.device.type)
 
     if backend == "torch_scatter":

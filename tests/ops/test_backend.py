@@ -13,13 +13,18 @@ def test_auto_uses_torch_on_cpu_for_every_single_reduction():
     assert get_backend() == "auto"
     for op in ("sum", "mean", "min", "max", "segment_sum"):
         assert resolve_backend(op, "cpu") == "torch"
-    assert {op for device, op in AUTO_TABLE if device == "cpu"} == {"multi"}
+    assert {op for device, op in AUTO_TABLE if device == "cpu"} == {"multi", "attention"}
 
 
 def test_auto_uses_native_multi_statistics_on_cpu_when_built():
-    assert resolve_backend("multi", "cpu") == ("native" if HAS_NATIVE else "torch")
-    # unmeasured on GPU, so CUDA keeps the reference unless asked
-    assert resolve_backend("multi", "cuda") == "torch"
+    for op in ("multi", "attention"):
+        assert resolve_backend(op, "cpu") == ("native" if HAS_NATIVE else "torch")
+        # unmeasured on GPU, so CUDA keeps the reference unless asked
+        assert resolve_backend(op, "cuda") == "torch"
+
+    if HAS_NATIVE:  # the attention has no CUDA kernel yet: "native" falls back there
+        with use_backend("native"):
+            assert resolve_backend("attention", "cuda") == "torch"
 
 
 def test_native_backend_runs_ops_without_a_kernel_on_torch():

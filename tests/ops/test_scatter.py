@@ -65,6 +65,17 @@ def test_matches_pyg_scatter(reduce):
     )
 
 
+def test_product_matches_pyg_and_has_a_gradient():
+    src = torch.rand(40, 3, dtype=torch.float64) + 0.5
+    index = torch.randint(0, 12, (40,))  # some of the 15 slots stay empty: product 1
+    torch.testing.assert_close(scatter(src, index, dim_size=15, reduce="mul", fill_value=1.0),
+                               pyg_scatter(src, index, dim_size=15, reduce="mul"))
+    out = scatter(src, index, dim_size=15, reduce="mul", fill_value=-3.0)
+    assert torch.all(out[torch.bincount(index, minlength=15) == 0] == -3.0)
+    assert torch.autograd.gradcheck(lambda s: scatter(s, index, dim_size=15, reduce="mul"),
+                                    (src.requires_grad_(),))
+
+
 @pytest.mark.parametrize("reduce", REDUCES)
 def test_scatter_along_inner_dim(reduce):
     src = torch.randn(3, 20, 4, dtype=torch.float64)

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from torch_geometric.nn.aggr import Aggregation
 
-from pyg_agg.ops import check_index, multi_aggregate
+from pyg_agg.ops import check_index, multi_aggregate, segment_statistics
 
 AGGREGATORS = ("mean", "sum", "min", "max", "var", "std", "moment3", "moment4", "moment5")
 SCALERS = ("identity", "amplification", "attenuation", "linear", "inverse_linear")
@@ -162,8 +162,8 @@ class DegreeScalerAggregation(Aggregation):
 
         Returns every aggregator stacked, ``[N, A, C]``, and the in-degree ``[N]``.
         """
-        names = tuple(sorted({_BASE_STAT[a] for a in self.aggregators})) + ("count",)
-        stats = multi_aggregate(msg, index, dim_size, stats=names, std_mode=self.std_mode, eps=self.eps)
+        stats = multi_aggregate(msg, index, dim_size, stats=self._statistic_names(),
+                                std_mode=self.std_mode, eps=self.eps)
         count = stats.pop("count")
         orders = [int(a[-1]) for a in self.aggregators if a.startswith("moment")]
         if orders:
@@ -173,9 +173,49 @@ class DegreeScalerAggregation(Aggregation):
             moments = multi_aggregate(powers, index, dim_size, stats=("mean",))["mean"]
             for n, m in zip(orders, moments.split(msg.size(-1), dim=-1), strict=True):
                 stats[f"moment{n}"] = m.sign() * (m.abs() + self.eps).pow(1.0 / n)
-        stacked = torch.stack([stats[a if a.startswith("moment") else _BASE_STAT[a]]
-                               for a in self.aggregators], dim=1)
-        return stacked, count
+        return self._stack(stats), count
+
+    @property
+    def gathers(self) -> bool:
+        """Whether :meth:`gathered_statistics` serves these aggregators: not
+        the moments (they need the centred messages, a second pass over the
+        edges), and at least one aggregator that the shift moves; with only
+        var/std the shift's parameters would get no gradient at all, where
+        the materialised form gives them a zero one (DDP needs one)."""
+        return (not any(a.startswith("moment") for a in self.aggregators)
+                and any(a in ("mean", "sum", "min", "max") for a in self.aggregators))
+
+    def gathered_statistics(self, src: Tensor, ptr: Tensor, col: Tensor,
+                            edge_term: Optional[Tensor], shift: Tensor) -> tuple[Tensor, Tensor]:
+        r""":meth:`statistics` of the messages
+        :math:`x_e = \mathrm{src}[\mathrm{col}_e] + \mathrm{edge\_term}_e +
+        \mathrm{shift}_i` of CSR row :math:`i` (``ptr``), without building them.
+
+        A per-row shift moves the mean, min and max by :math:`\mathrm{shift}_i`
+        and the sum by :math:`d_i\,\mathrm{shift}_i`, and leaves the spread
+        (var, std) alone, so the kernel reduces ``src[col] + edge_term`` in
+        gather form and the shift is added on ``N`` rows. Only when
+        :attr:`gathers`.
+        """
+        stats = segment_statistics(src, ptr, col, edge_term, stats=self._statistic_names(),
+                                   std_mode=self.std_mode, eps=self.eps)
+        count = stats.pop("count")
+        # empty rows keep their fill value (0), as in `statistics`
+        row_shift = shift.masked_fill((count == 0).unsqueeze(-1), 0.0)
+        for name in ("mean", "min", "max"):
+            if name in stats:
+                stats[name] = stats[name] + row_shift
+        if "sum" in stats:
+            stats["sum"] = stats["sum"] + row_shift * count.unsqueeze(-1).to(shift.dtype)
+        return self._stack(stats), count
+
+    def _statistic_names(self) -> tuple[str, ...]:
+        return tuple(sorted({_BASE_STAT[a] for a in self.aggregators})) + ("count",)
+
+    def _stack(self, stats: dict[str, Tensor]) -> Tensor:
+        """The aggregators in order, ``[N, A, C]``."""
+        return torch.stack([stats[a if a.startswith("moment") else _BASE_STAT[a]]
+                            for a in self.aggregators], dim=1)
 
     def scales(self, count: Tensor, dtype: torch.dtype) -> Tensor:
         """The ``[N, S]`` factor of each scaler; degrees below 1 are clamped to 1

@@ -13,8 +13,15 @@ from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.nn.inits import glorot, zeros
 
-from pyg_agg.ops import HAS_TORCH_SPARSE, index_to_ptr, ptr_to_index, scatter, scatter_softmax
-from pyg_agg.ops.scatter import scatter_unchecked
+from pyg_agg.ops import (
+    HAS_TORCH_SPARSE,
+    Edges,
+    dynamic_attention,
+    index_to_ptr,
+    read_edges,
+    scatter,
+    target_csr,
+)
 
 if HAS_TORCH_SPARSE:  # pragma: no cover - depends on the optional `fast` extra
     from torch_sparse import SparseTensor
@@ -22,125 +29,6 @@ else:
     SparseTensor = None
 
 FILL_REDUCTIONS = ("add", "sum", "mean", "min", "max", "mul")
-
-# Edges per chunk are chosen so one chunk of the E x H x C intermediate holds
-# about this many elements: large enough to amortise per-call overhead, small
-# enough (4 MiB in float32) to stay cache resident.
-CHUNK_ELEMENTS = 1 << 20
-
-
-def _edge_chunks(num_edges: int, chunk_size: int):
-    """Slices covering ``range(num_edges)`` in steps of ``chunk_size``."""
-    return [slice(start, min(start + chunk_size, num_edges))
-            for start in range(0, num_edges, chunk_size)] or [slice(0, 0)]
-
-
-def _pre_activation(
-    x_src: Tensor, x_dst: Tensor, edge_attr: Optional[Tensor], edge_weight: Optional[Tensor],
-    src: Tensor, dst: Tensor,
-) -> Tensor:
-    """``W_l x_j + W_r x_i (+ W_e e_ij)`` for one chunk of edges: a fresh
-    ``[c, H, C]`` tensor that callers may overwrite."""
-    z = x_src.index_select(0, src)
-    z += x_dst.index_select(0, dst)
-    if edge_attr is not None:
-        z += (edge_attr @ edge_weight.t()).view_as(z)
-    return z
-
-
-class _DynamicAttention(torch.autograd.Function):
-    r"""Scores, per-target softmax and weighted aggregation of GATv2 in one
-    autograd node.
-
-    Forward stores only the ``[E, H]`` attention; the ``[E, H, C]``
-    pre-activation ``z = W_l x_j + W_r x_i (+ W_e e_ij)`` and its LeakyReLU are
-    rebuilt chunk by chunk in backward. Every ``E x H x C`` tensor exists one
-    chunk at a time, so peak memory is ``O(N H C + E H)`` plus one chunk.
-
-    Edge ``e`` reads ``x_src[src[e]]`` and ``x_dst[dst[e]]`` and is normalised
-    and summed within ``group[e]`` (``num_groups`` slots); ``group`` differs from
-    ``dst`` only for edges routed to a discarded slot.
-    """
-
-    @staticmethod
-    def forward(ctx, x_src, x_dst, att, edge_attr, edge_weight, src, dst, group, num_groups,
-                keep, negative_slope, chunk_size):
-        heads, channels = att.shape
-        chunks = _edge_chunks(src.numel(), chunk_size)
-        scores = x_src.new_empty(src.numel(), heads)
-        for part in chunks:
-            z = _pre_activation(x_src, x_dst, None if edge_attr is None else edge_attr[part],
-                                edge_weight, src[part], dst[part])
-            scores[part] = F.leaky_relu_(z, negative_slope).mul_(att).sum(-1)
-        alpha = scatter_softmax(scores, group, num_groups)
-        alpha_used = alpha if keep is None else alpha * keep
-
-        out = x_src.new_zeros(num_groups, heads, channels)
-        for part in chunks:
-            message = x_src.index_select(0, src[part]).mul_(alpha_used[part].unsqueeze(-1))
-            # Accumulating chunk after chunk needs an in-place sum into one
-            # buffer, which is what ops.scatter's "sum" does internally.
-            out.index_add_(0, group[part], message)
-
-        ctx.save_for_backward(x_src, x_dst, att, edge_attr, edge_weight, src, dst, group,
-                              alpha, alpha_used, keep)
-        ctx.num_groups = num_groups
-        ctx.negative_slope = negative_slope
-        ctx.chunks = chunks
-        return out, alpha_used
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out, grad_alpha_used):
-        (x_src, x_dst, att, edge_attr, edge_weight, src, dst, group,
-         alpha, alpha_used, keep) = ctx.saved_tensors
-        needs = ctx.needs_input_grad
-        slope = ctx.negative_slope
-        grad_src = torch.zeros_like(x_src) if needs[0] else None
-        grad_dst = torch.zeros_like(x_dst) if needs[1] else None
-        grad_att = torch.zeros_like(att) if needs[2] else None
-        grad_edge_attr = torch.zeros_like(edge_attr) if needs[3] else None
-        grad_edge_weight = torch.zeros_like(edge_weight) if needs[4] else None
-
-        # d out_i / d alpha_ij = x_src[j]; d out_i / d x_src[j] = alpha_ij.
-        grad_alpha = torch.zeros_like(alpha) if grad_alpha_used is None else grad_alpha_used.clone()
-        if grad_out is not None:
-            for part in ctx.chunks:
-                grad_message = grad_out.index_select(0, group[part])
-                grad_alpha[part] += (grad_message * x_src.index_select(0, src[part])).sum(-1)
-                if grad_src is not None:
-                    grad_src.index_add_(
-                        0, src[part], grad_message.mul_(alpha_used[part].unsqueeze(-1)))
-        if keep is not None:
-            grad_alpha *= keep
-
-        # Softmax backward: ds_j = a_j (g_j - sum_k a_k g_k) within each group.
-        weighted = alpha * grad_alpha
-        grad_scores = weighted - alpha * scatter_unchecked(
-            weighted, group, 0, ctx.num_groups, "sum").index_select(0, group)
-
-        if any(needs[:5]):
-            for part in ctx.chunks:
-                part_attr = None if edge_attr is None else edge_attr[part]
-                z = _pre_activation(x_src, x_dst, part_attr, edge_weight, src[part], dst[part])
-                slope_factor = (z > 0).to(z.dtype).mul_(1.0 - slope).add_(slope)
-                grad_score = grad_scores[part].unsqueeze(-1)
-                if grad_att is not None:
-                    grad_att += (z.mul_(slope_factor) * grad_score).sum(0)
-                grad_z = slope_factor.mul_(grad_score).mul_(att)
-                if grad_src is not None:
-                    grad_src.index_add_(0, src[part], grad_z)
-                if grad_dst is not None:
-                    grad_dst.index_add_(0, dst[part], grad_z)
-                if edge_attr is not None:
-                    flat = grad_z.view(grad_z.size(0), -1)
-                    if grad_edge_attr is not None:
-                        grad_edge_attr[part] = flat @ edge_weight
-                    if grad_edge_weight is not None:
-                        grad_edge_weight += flat.t() @ part_attr
-
-        return (grad_src, grad_dst, grad_att, grad_edge_attr, grad_edge_weight,
-                None, None, None, None, None, None, None)
 
 
 class GATv2Conv(MessagePassing):
@@ -167,10 +55,12 @@ class GATv2Conv(MessagePassing):
     Differences from PyG (outputs, attention weights, ``state_dict`` and
     ``repr`` are the same):
 
-    * **Memory.** Scores, softmax and aggregation run in one autograd node that
-      keeps only the ``[E, H]`` attention for backward and recomputes the
-      ``[E, H, C]`` pre-activation there, in chunks, instead of storing it and
-      its LeakyReLU.
+    * **One fused op.** Scores, softmax and aggregation are one call of
+      :func:`pyg_agg.ops.dynamic_attention` over the target-sorted edges
+      (sorted once per graph and cached, see :mod:`pyg_agg.ops.graph`). Its
+      native kernel streams each target's edges once with an online softmax
+      and keeps only per-node normalisers for a backward that recomputes, so
+      no ``[E, H, C]`` tensor is ever allocated.
     * **Self-loops** (``add_self_loops=True``): existing loops
       :math:`i \to i` are replaced by fresh ones carrying the ``fill_value``
       edge features, as in PyG, but they are dropped by routing them to a
@@ -191,7 +81,9 @@ class GATv2Conv(MessagePassing):
     * Inputs are validated with errors naming the argument, and
       ``edge_attr`` may accompany self-loops for every adjacency format.
 
-    The :class:`MessagePassing` hooks and explain mode are not used: the
+    Explain mode works as in PyG (an explainer's edge mask weights each
+    message, added self-loops keep weight 1), and ``flow`` is honoured. The
+    :class:`MessagePassing` propagate/message hooks are not called: the
     forward pass does not go through :meth:`propagate`.
 
     Args:
@@ -206,7 +98,8 @@ class GATv2Conv(MessagePassing):
             coefficients in training. (default: ``0.0``)
         add_self_loops (bool): Replace existing self-loops by fresh ones.
             (default: ``True``)
-        edge_dim (int, optional): Edge feature size. (default: ``None``)
+        edge_dim (int, optional): Edge feature size; ``edge_attr`` is then
+            required. (default: ``None``)
         fill_value (float, Tensor or str): Edge features of the added
             self-loops: a constant, or a reduction (``"add"``, ``"mean"``,
             ``"min"``, ``"max"``, ``"mul"``) of the features of the edges
@@ -338,27 +231,39 @@ class GATv2Conv(MessagePassing):
             self.lin_r(x_dst).view(-1, heads, channels))
         num_src, num_dst = x_src.size(0), x_dst.size(0)
 
-        src, dst, kind = self._edge_list(edge_index, num_src, num_dst)
-        edge_attr = self._check_edge_attr(edge_attr, src.numel())
-        group, num_groups = dst, num_dst
+        edges = read_edges(edge_index, num_src, num_dst, self.flow)
+        edge_attr = self._check_edge_attr(edge_attr, edges.source.numel())
+        edge_mask = self._explain_edge_mask(edges.source.numel())
+        sources, rows = edges.source, edges.target
         if self.add_self_loops:
-            src, dst, group, edge_attr = self._replace_self_loops(
-                src, dst, edge_attr, num_src, num_dst)
-            num_groups = num_dst + 1  # the extra slot collects the replaced loops
+            # Existing loops are parked in row num_dst (dropped without a
+            # data-dependent shape); fresh loops i -> i follow the edges.
+            loops = torch.arange(min(num_src, num_dst), device=rows.device)
+            is_loop = sources == rows
+            parked_rows = torch.where(is_loop, num_dst, rows)
+            if edge_attr is not None:
+                # PyG's add_self_loops reduces over edge_index[1] whatever the flow
+                second, size = (rows, num_dst) if self.flow == "source_to_target" else (sources, num_src)
+                loop_attr = self._loop_attr(edge_attr, torch.where(is_loop, size, second), size + 1)
+                edge_attr = torch.cat([edge_attr, loop_attr[:loops.numel()]], dim=0)
+            if edge_mask is not None:  # as PyG's explain_message: loops keep weight 1
+                edge_mask = torch.cat([edge_mask, edge_mask.new_ones(loops.numel())])
+            sources, rows = torch.cat([sources, loops]), torch.cat([parked_rows, loops])
+            graph = target_csr(edges, rows, sources, options=("self_loops",))
+        else:
+            graph = target_csr(edges)
 
+        edge_scale = None
+        if edge_mask is not None:
+            edge_scale = graph.to_csr_order(edge_mask).unsqueeze(-1).expand(-1, heads)
         keep = None
         if self.training and self.dropout > 0:
-            keep = F.dropout(h_src.new_ones(src.numel(), heads), self.dropout)
-        # Under torch.compile a single chunk avoids specialising on the edge count.
-        if torch.compiler.is_compiling():
-            chunk_size = max(1, src.numel())
-        else:
-            chunk_size = max(1, CHUNK_ELEMENTS // (heads * channels))
-        out, alpha = _DynamicAttention.apply(
-            h_src, h_dst, self.att.view(heads, channels), edge_attr,
-            None if edge_attr is None else self.lin_edge.weight,
-            src, dst, group, num_groups, keep, self.negative_slope, chunk_size)
-        out = out[:num_dst]
+            keep = F.dropout(h_src.new_ones(graph.col.numel(), heads), self.dropout)
+            edge_scale = keep if edge_scale is None else edge_scale * keep
+        out, alpha = dynamic_attention(
+            h_src, h_dst, self.att.view(heads, channels), graph, graph.to_csr_order(edge_attr),
+            None if edge_attr is None else self.lin_edge.weight, edge_scale,
+            self.negative_slope, return_alpha=bool(return_attention_weights))
 
         out = out.reshape(num_dst, heads * channels) if self.concat else out.mean(dim=1)
         if self.res is not None:
@@ -367,11 +272,27 @@ class GATv2Conv(MessagePassing):
             out = out + self.bias
 
         if return_attention_weights:
+            if keep is not None:  # PyG returns the attention after dropout
+                alpha = alpha * keep
+            alpha = graph.to_input_order(alpha)
             if self.add_self_loops:
-                kept = group != num_dst
-                src, dst, alpha = src[kept], dst[kept], alpha[kept]
-            return out, self._attention_output(src, dst, alpha, kind, num_src, num_dst)
+                kept = rows != num_dst
+                sources, rows, alpha = sources[kept], rows[kept], alpha[kept]
+            return out, self._attention_output(sources, rows, alpha, edges, num_src, num_dst)
         return out
+
+    def _explain_edge_mask(self, num_edges: int) -> Optional[Tensor]:
+        """The explainer's per-edge weight (PyG's explain mode), or None."""
+        if not self.explain:
+            return None
+        mask = self._edge_mask
+        if mask is None:
+            raise ValueError("explain mode is on but no edge mask was set; "
+                             "did you forget to initialize it?")
+        if mask.numel() != num_edges:
+            raise ValueError(f"the explainer's edge mask has {mask.numel()} entries but "
+                             f"`edge_index` has {num_edges} edges")
+        return mask.sigmoid() if self._apply_sigmoid else mask
 
     def _check_features(self, x) -> tuple[Tensor, Tensor]:
         """Splits ``x`` into source and target features and validates them."""
@@ -401,57 +322,13 @@ class GATv2Conv(MessagePassing):
                     f"in_channels={want}")
         return pair
 
-    def _edge_list(self, edge_index, num_src: int, num_dst: int) -> tuple[Tensor, Tensor, str]:
-        """Source and target of each edge, and the input kind for the output."""
-        if SparseTensor is not None and isinstance(edge_index, SparseTensor):
-            row, col, _ = edge_index.coo()
-            self._check_adjacency_size(tuple(edge_index.sizes()), num_src, num_dst)
-            return col, row, "torch_sparse"
-        if not isinstance(edge_index, Tensor):
-            raise TypeError(
-                f"`edge_index` must be a [2, E] tensor, a torch.sparse adjacency or a "
-                f"SparseTensor, got {type(edge_index).__name__}")
-        if edge_index.layout == torch.sparse_coo:
-            self._check_adjacency_size(tuple(edge_index.shape[:2]), num_src, num_dst)
-            row, col = edge_index._indices()
-            return col, row, "coo"
-        if edge_index.layout == torch.sparse_csr:
-            self._check_adjacency_size(tuple(edge_index.shape[:2]), num_src, num_dst)
-            col = edge_index.col_indices()
-            row = ptr_to_index(edge_index.crow_indices(), col.numel())
-            return col.long(), row, "csr"
-        if edge_index.layout != torch.strided:
-            raise ValueError(
-                f"`edge_index` has unsupported layout {edge_index.layout}; use a [2, E] "
-                f"tensor, sparse COO or sparse CSR")
-        if edge_index.dtype not in (torch.int64, torch.int32):
-            raise TypeError(
-                f"`edge_index` must be an integer tensor (torch.long or torch.int), got "
-                f"dtype {edge_index.dtype}")
-        if edge_index.dim() != 2 or edge_index.size(0) != 2:
-            raise ValueError(
-                f"`edge_index` must have shape [2, E], got {tuple(edge_index.shape)}")
-        src, dst = edge_index[0], edge_index[1]
-        if src.numel() and not torch.compiler.is_compiling():
-            for name, index, size in (("edge_index[0] (sources)", src, num_src),
-                                      ("edge_index[1] (targets)", dst, num_dst)):
-                lo, hi = (int(v) for v in torch.aminmax(index))
-                if lo < 0 or hi >= size:
-                    raise ValueError(
-                        f"`{name}` has entries in [{lo}, {hi}] but must lie in "
-                        f"[0, {size - 1}] for {size} nodes")
-        return src, dst, "index"
-
-    @staticmethod
-    def _check_adjacency_size(size: tuple, num_src: int, num_dst: int) -> None:
-        if size != (num_dst, num_src):
-            raise ValueError(
-                f"`edge_index` adjacency has shape {size} but must be "
-                f"(num_target_nodes, num_source_nodes) = ({num_dst}, {num_src})")
-
     def _check_edge_attr(self, edge_attr: Optional[Tensor], num_edges: int) -> Optional[Tensor]:
         """Returns ``edge_attr`` as ``[E, edge_dim]`` after validating it."""
         if edge_attr is None:
+            if self.lin_edge is not None:
+                raise ValueError(
+                    f"`edge_attr` is missing but the layer was built with edge_dim={self.edge_dim}; "
+                    f"pass edge features [E, {self.edge_dim}] or build it with edge_dim=None")
             return None
         if self.lin_edge is None:
             raise ValueError(
@@ -471,20 +348,6 @@ class GATv2Conv(MessagePassing):
                 f"{num_edges} edges")
         return edge_attr
 
-    def _replace_self_loops(
-        self, src: Tensor, dst: Tensor, edge_attr: Optional[Tensor], num_src: int, num_dst: int,
-    ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor]]:
-        """Routes existing loops to the discarded slot ``num_dst`` and appends a
-        loop ``i -> i`` for every ``i < min(num_src, num_dst)``."""
-        num_loops = min(num_src, num_dst)
-        group = torch.where(src == dst, num_dst, dst).long()
-        loops = torch.arange(num_loops, device=src.device)
-        if edge_attr is not None:
-            loop_attr = self._loop_attr(edge_attr, group, num_dst + 1)[:num_loops]
-            edge_attr = torch.cat([edge_attr, loop_attr], dim=0)
-        return (torch.cat([src.long(), loops]), torch.cat([dst.long(), loops]),
-                torch.cat([group, loops]), edge_attr)
-
     def _loop_attr(self, edge_attr: Tensor, group: Tensor, num_groups: int) -> Tensor:
         """Edge features of the added self-loops, ``[num_groups, D]``."""
         fill = self.fill_value
@@ -496,19 +359,19 @@ class GATv2Conv(MessagePassing):
             return fill.expand(size).contiguous()
         if isinstance(fill, numbers.Number):
             return edge_attr.new_full(size, fill)
-        if fill == "mul":
-            # pyg_agg.ops has no product reduction; this touches only [E, D].
-            return edge_attr.new_ones(size).scatter_reduce_(
-                0, group.view(-1, 1).expand_as(edge_attr), edge_attr, reduce="prod")
-        return scatter(edge_attr, group, 0, num_groups, reduce="sum" if fill == "add" else fill)
+        # as PyG's: a product over no edge is 1, other reductions give 0
+        return scatter(edge_attr, group, 0, num_groups, reduce="sum" if fill == "add" else fill,
+                       fill_value=1.0 if fill == "mul" else 0.0)
 
     @staticmethod
-    def _attention_output(src: Tensor, dst: Tensor, alpha: Tensor, kind: str,
+    def _attention_output(src: Tensor, dst: Tensor, alpha: Tensor, edges: Edges,
                           num_src: int, num_dst: int):
         """What PyG returns beside the output: ``(edge_index, alpha)``, a
         ``SparseTensor`` holding alpha, or ``(adjacency, alpha)`` for torch.sparse."""
+        kind = edges.kind
         if kind == "index":
-            return torch.stack([src, dst]), alpha
+            pair = (src, dst) if edges.flow == "source_to_target" else (dst, src)
+            return torch.stack(pair), alpha
         if kind == "torch_sparse":
             return SparseTensor(row=dst, col=src, value=alpha, sparse_sizes=(num_dst, num_src))
         order = torch.argsort(dst * num_src + src)

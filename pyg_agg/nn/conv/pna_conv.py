@@ -77,7 +77,14 @@ class PNAConv(MessagePassing):
       W_e\mathbf{e}`; the node terms are computed on :math:`N` rows and
       gathered per edge, the edge encoder is folded into :math:`W_e`;
     * all towers run in one matmul on a stacked view of their weights;
-    * all aggregators come from one :func:`pyg_agg.ops.multi_aggregate` call;
+    * all aggregators come from one fused statistics pass; with a single
+      pre-layer (the default) the pass reads :math:`W_j\mathbf{x}_j` per
+      edge in gather form over the target-sorted edges, and the per-node
+      term :math:`W_i\mathbf{x}_i + b` shifts the results afterwards
+      (mean, min, max by it, the sum by :math:`d_i` times it, the spread not
+      at all), so no :math:`E \times F` message exists, forward or
+      backward, without edge features (see
+      :meth:`~pyg_agg.nn.aggr.DegreeScalerAggregation.gathered_statistics`);
     * the scalers are applied after the first post-layer's matmul, by
       linearity :math:`W(s \otimes a) = \sum_s s\,(W_s a)`, as one broadcast
       multiply on :math:`N \times S \times F_{out}` values instead of
@@ -238,6 +245,15 @@ class PNAConv(MessagePassing):
             h = _tower_linear(h, *self._tower_weights(mlps, position))
         return h
 
+    def _edge_term(self, edge_attr: Tensor, w_edge: Tensor) -> Tensor:
+        """``W_e (encoder(e))`` without the encoder's bias (folded into the node
+        term), ``[E, T * F_in]``, in the cheaper association."""
+        enc = self.edge_encoder.weight  # [F_in, edge_dim]
+        towers_width = w_edge.size(0)
+        if self.edge_dim * (towers_width - self.F_in) <= towers_width * self.F_in:
+            return edge_attr @ (w_edge @ enc).t()  # encoder folded into W_e
+        return (edge_attr @ enc.t()) @ w_edge.t()
+
     def _endpoints(self, edge_index: Any, edge_attr: Optional[Tensor],
                    num_nodes: int) -> tuple[Tensor, Tensor, Optional[Tensor]]:
         """(source, target, edge_attr) from an ``edge_index`` or a sparse ``adj_t``."""
@@ -290,17 +306,27 @@ class PNAConv(MessagePassing):
         if edge_attr is not None:
             w_edge = weight[..., 2 * f_in:].reshape(towers * f_in, f_in)
             bias = bias + (w_edge @ self.edge_encoder.bias).view(towers, f_in)
-        h = _tower_linear(x_towers, w_target, bias).reshape(num_nodes, width).index_select(0, target)
-        h += _tower_linear(x_towers, w_source).reshape(num_nodes, width).index_select(0, source)
-        if edge_attr is not None:
-            enc = self.edge_encoder.weight  # [F_in, edge_dim]
-            if self.edge_dim * (towers * f_in - f_in) <= towers * f_in * f_in:
-                h.addmm_(edge_attr, (w_edge @ enc).t())  # encoder folded into W_e
-            else:
-                h.addmm_(edge_attr @ enc.t(), w_edge.t())
-        h = self._run_mlp_tail(h.view(h.size(0), towers, f_in), self.pre_nns)
-
-        stacked, count = self.aggr_module.statistics(h.reshape(h.size(0), width), target, num_nodes)
+        target_term = _tower_linear(x_towers, w_target, bias).reshape(num_nodes, width)
+        source_term = _tower_linear(x_towers, w_source).reshape(num_nodes, width)
+        if len(self.pre_nns[0]) == 1 and self.aggr_module.gathers:
+            # One linear pre-layer: aggregate W_j x_j + W_e e in gather form over
+            # the target-sorted edges and add W_i x_i + b per node afterwards,
+            # so no [E, F] message exists, forward or backward (but W_e e).
+            order = torch.argsort(target, stable=True)
+            ptr = torch.cat([target.new_zeros(1), segment_counts(target, num_nodes).cumsum(0)])
+            edge_term = None
+            if edge_attr is not None:
+                edge_term = self._edge_term(edge_attr.index_select(0, order), w_edge)
+            stacked, count = self.aggr_module.gathered_statistics(
+                source_term, ptr, source.index_select(0, order), edge_term, target_term)
+        else:
+            h = target_term.index_select(0, target)
+            h += source_term.index_select(0, source)
+            if edge_attr is not None:
+                h += self._edge_term(edge_attr, w_edge)
+            h = self._run_mlp_tail(h.view(h.size(0), towers, f_in), self.pre_nns)
+            stacked, count = self.aggr_module.statistics(h.reshape(h.size(0), width), target,
+                                                         num_nodes)
         num_aggr = len(self.aggregators)
         stacked = stacked.view(num_nodes, num_aggr, towers, f_in).transpose(1, 2)
 

@@ -124,3 +124,38 @@ def test_zero_messages_as_the_aggr_of_a_message_passing_layer():
 def test_deg_with_nan_or_inf_is_rejected(bad):
     with pytest.raises(ValueError, match="`deg` is a histogram and must hold finite counts"):
         DegreeScalerAggregation(["mean"], ["amplification"], torch.tensor([1.0, bad, 2.0]))
+
+
+@pytest.mark.parametrize("with_edge_term", [False, True])
+def test_gathered_statistics_match_the_materialised_messages(with_edge_term):
+    """src[col] + edge_term + shift over CSR rows equals `statistics` of the built
+    messages, values and gradients, empty rows (the last 4) included."""
+    gen = torch.Generator().manual_seed(1)
+    num_nodes, num_edges, channels = 30, 150, 5
+    target = torch.randint(0, num_nodes - 4, (num_edges,), generator=gen).sort().values
+    col = torch.randint(0, num_nodes, (num_edges,), generator=gen)
+    ptr = torch.cat([torch.zeros(1, dtype=torch.long),
+                     torch.bincount(target, minlength=num_nodes).cumsum(0)])
+    leaves = [torch.randn(num_nodes, channels, generator=gen), torch.randn(num_nodes, channels, generator=gen),
+              torch.randn(num_edges, channels, generator=gen) if with_edge_term else None]
+    aggr = DegreeScalerAggregation(AGGREGATORS, "identity")
+    assert aggr.gathers
+    results = []
+    for gathered in (True, False):
+        src, shift, edge_term = [None if t is None else t.clone().requires_grad_() for t in leaves]
+        if gathered:
+            stacked, count = aggr.gathered_statistics(src, ptr, col, edge_term, shift)
+        else:
+            msg = src[col] + shift[target] + (0 if edge_term is None else edge_term)
+            stacked, count = aggr.statistics(msg, target, num_nodes)
+        (stacked * torch.linspace(-1, 1, stacked.numel()).view_as(stacked)).sum().backward()
+        results.append([stacked, count] + [t.grad for t in (src, shift, edge_term) if t is not None])
+    assert results[0][0][-4:].abs().max() == 0  # empty rows stay 0, not the shift
+    for got, expected in zip(*results, strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_gather_form_only_where_the_shift_matters():
+    assert not DegreeScalerAggregation(["std", "var"], "identity").gathers
+    assert not DegreeScalerAggregation(["mean", "moment3"], "identity").gathers
+    assert DegreeScalerAggregation(["std", "max"], "identity").gathers

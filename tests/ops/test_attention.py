@@ -1,0 +1,170 @@
+"""dynamic_attention: every backend against a dense per-edge reference, gradients,
+determinism, torch.compile, parked entries and errors."""
+import pytest
+import torch
+import torch._dynamo.testing
+import torch.nn.functional as F
+from torch_geometric.utils import softmax as pyg_softmax
+
+import pyg_agg.ops.attention as attention_module
+from pyg_agg.ops import HAS_NATIVE, dynamic_attention, read_edges, target_csr, use_backend
+
+BACKENDS = ["torch"] + (["native"] if HAS_NATIVE else [])
+HEADS, CHANNELS, EDGE_DIM = 2, 3, 4
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    """Tiny chunks so the reference backend crosses chunk boundaries."""
+    monkeypatch.setattr(attention_module, "CHUNK_ELEMENTS", 29)
+
+
+def random_graph(num_src=9, num_dst=7, num_edges=40, seed=0, hub_degree=0):
+    """Unsorted edges with duplicates, empty rows and (optionally) a hub row."""
+    gen = torch.Generator().manual_seed(seed)
+    source = torch.randint(0, num_src, (num_edges,), generator=gen)
+    target = torch.randint(0, num_dst - 2, (num_edges,), generator=gen)  # last 2 rows empty
+    source[1] = source[0]
+    target[1] = target[0]  # a duplicate edge
+    if hub_degree:
+        source = torch.cat([source, torch.randint(0, num_src, (hub_degree,), generator=gen)])
+        target = torch.cat([target, torch.zeros(hub_degree, dtype=torch.long)])
+    perm = torch.randperm(source.numel(), generator=gen)
+    return torch.stack([source[perm], target[perm]]), num_src, num_dst
+
+
+def features(num_src, num_dst, num_edges, dtype=torch.float32, seed=1):
+    gen = torch.Generator().manual_seed(seed)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64).to(dtype).requires_grad_()
+
+    return dict(x_src=rand(num_src, HEADS, CHANNELS), x_dst=rand(num_dst, HEADS, CHANNELS),
+                att=rand(HEADS, CHANNELS), edge_attr=rand(num_edges, EDGE_DIM),
+                edge_weight=rand(HEADS * CHANNELS, EDGE_DIM),
+                edge_scale=(torch.rand(num_edges, HEADS, generator=gen, dtype=torch.float64)
+                            .to(dtype).requires_grad_()))
+
+
+def dense_reference(edge_index, f, slope=0.2):
+    """GATv2 written edge by edge with PyG's softmax: materialises everything."""
+    source, target = edge_index
+    z = f["x_src"][source] + f["x_dst"][target]
+    z = z + (f["edge_attr"] @ f["edge_weight"].t()).view_as(z)
+    scores = (F.leaky_relu(z, slope) * f["att"]).sum(-1)
+    alpha = pyg_softmax(scores, target, num_nodes=f["x_dst"].size(0))
+    message = f["x_src"][source] * (alpha * f["edge_scale"]).unsqueeze(-1)
+    out = torch.zeros_like(f["x_dst"]).index_add_(0, target, message)
+    return out, alpha
+
+
+def run(edge_index, num_src, num_dst, f, backend):
+    graph = target_csr(read_edges(edge_index, num_src, num_dst))
+    with use_backend(backend):
+        out, alpha = dynamic_attention(
+            f["x_src"], f["x_dst"], f["att"], graph, graph.to_csr_order(f["edge_attr"]),
+            f["edge_weight"], graph.to_csr_order(f["edge_scale"]), 0.2, return_alpha=True)
+    return out, graph.to_input_order(alpha)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 1e-5),
+                                       (torch.bfloat16, 3e-2)])
+def test_matches_dense_reference(backend, dtype, tol):
+    edge_index, num_src, num_dst = random_graph()
+    f = features(num_src, num_dst, edge_index.size(1), dtype)
+    out, alpha = run(edge_index, num_src, num_dst, f, backend)
+    with torch.no_grad():
+        ref = {k: v.double() for k, v in f.items()}
+        out_ref, alpha_ref = dense_reference(edge_index, ref)
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.double(), out_ref, atol=tol, rtol=tol)
+    torch.testing.assert_close(alpha.double(), alpha_ref, atol=tol, rtol=tol)
+    assert torch.all(out[num_dst - 2:] == 0)  # empty rows
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradients_match_dense_reference_with_a_hub(backend):
+    edge_index, num_src, num_dst = random_graph(hub_degree=10_000)
+    f = features(num_src, num_dst, edge_index.size(1), torch.float64)
+    out, alpha = run(edge_index, num_src, num_dst, f, backend)
+    out_ref, alpha_ref = dense_reference(edge_index, f)
+    gen = torch.Generator().manual_seed(3)
+    g_out = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    g_alpha = torch.randn(alpha.shape, generator=gen, dtype=torch.float64)
+    grads = torch.autograd.grad((out * g_out).sum() + (alpha * g_alpha).sum(), list(f.values()))
+    grads_ref = torch.autograd.grad((out_ref * g_out).sum() + (alpha_ref * g_alpha).sum(),
+                                    list(f.values()))
+    for name, got, want in zip(f, grads, grads_ref, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-9, rtol=1e-7, msg=name)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradcheck_float64_with_parked_entries(backend):
+    edge_index, num_src, num_dst = random_graph(num_src=5, num_dst=5, num_edges=14)
+    edges = read_edges(edge_index, num_src, num_dst)
+    rows = edges.target.clone()
+    rows[:3] = num_dst  # parked: in no row
+    graph = target_csr(edges, rows, options=("test",))
+    f = features(num_src, num_dst, edge_index.size(1), torch.float64)
+
+    def fn(x_src, x_dst, att, edge_attr, edge_weight, edge_scale):
+        with use_backend(backend):
+            out, alpha = dynamic_attention(x_src, x_dst, att, graph, edge_attr, edge_weight,
+                                           edge_scale, 0.2, return_alpha=True)
+        return out, alpha
+
+    assert torch.autograd.gradcheck(fn, tuple(f.values()))
+    _, alpha = fn(*f.values())
+    assert torch.all(alpha[graph.ptr[-1]:] == 0)
+
+
+@pytest.mark.skipif(not HAS_NATIVE, reason="the native CPU ops are not built")
+def test_native_is_bitwise_deterministic():
+    edge_index, num_src, num_dst = random_graph(num_edges=3000, hub_degree=2000)
+    f = features(num_src, num_dst, edge_index.size(1))
+    results = []
+    for _ in range(2):
+        out, alpha = run(edge_index, num_src, num_dst, f, "native")
+        grads = torch.autograd.grad(out.square().sum() + alpha.sum(), list(f.values()))
+        results.append((out, alpha, *grads))
+    for first, second in zip(*results, strict=True):
+        assert torch.equal(first, second)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiles_once_for_ten_graph_sizes(backend):
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+
+    def layer(x_src, x_dst, att, edge_index):
+        graph = target_csr(read_edges(edge_index, x_src.size(0), x_dst.size(0)))
+        with use_backend(backend):
+            return dynamic_attention(x_src, x_dst, att, graph)[0]
+
+    compiled = torch.compile(layer, backend=counter, fullgraph=True)
+    torch._dynamo.reset()
+    for size in range(10):
+        edge_index, num_src, num_dst = random_graph(num_src=6 + size, num_dst=5 + size,
+                                                    num_edges=20 + 7 * size, seed=size)
+        f = features(num_src, num_dst, edge_index.size(1))
+        out = compiled(f["x_src"], f["x_dst"], f["att"], edge_index)
+        eager = layer(f["x_src"], f["x_dst"], f["att"], edge_index)
+        torch.testing.assert_close(out, eager)
+        out.sum().backward()
+    assert counter.frame_count <= 2
+
+
+def test_clear_errors():
+    edge_index, num_src, num_dst = random_graph()
+    graph = target_csr(read_edges(edge_index, num_src, num_dst))
+    f = features(num_src, num_dst, edge_index.size(1))
+    with pytest.raises(ValueError, match=r"`att` must be \[heads, channels\]"):
+        dynamic_attention(f["x_src"], f["x_dst"], f["att"].view(-1), graph)
+    with pytest.raises(ValueError, match=r"`x_dst` must be \[N, 2, 3\]"):
+        dynamic_attention(f["x_src"], f["x_dst"][:, :1], f["att"], graph)
+    with pytest.raises(ValueError, match=r"`graph` has 7 rows"):
+        dynamic_attention(f["x_src"], f["x_dst"][:3], f["att"], graph)
+    with pytest.raises(ValueError, match=r"given together"):
+        dynamic_attention(f["x_src"], f["x_dst"], f["att"], graph, edge_attr=f["edge_attr"])
+    with pytest.raises(ValueError, match=r"`edge_scale` must be \[40, 2\]"):
+        dynamic_attention(f["x_src"], f["x_dst"], f["att"], graph, edge_scale=f["edge_scale"][:3])

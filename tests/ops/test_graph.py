@@ -1,0 +1,105 @@
+"""The shared graph adapter: every input form, flow, the per-graph CSR cache."""
+import pytest
+import torch
+from torch_geometric import EdgeIndex
+
+from pyg_agg.ops import HAS_TORCH_SPARSE, read_edges, target_csr
+from pyg_agg.ops.graph import transpose_csr
+
+NUM_SRC, NUM_DST = 6, 5
+
+
+def edge_index(seed=0, num_edges=17):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.stack([torch.randint(0, NUM_SRC, (num_edges,), generator=gen),
+                        torch.randint(0, NUM_DST, (num_edges,), generator=gen)])
+
+
+def edge_set(source, target):
+    return sorted(zip(source.tolist(), target.tolist(), strict=True))
+
+
+def check_csr(graph, source, target):
+    """Row i of the CSR holds exactly the edges into i, perm points at them."""
+    rows = torch.repeat_interleave(torch.arange(graph.num_rows), graph.ptr.diff())
+    assert edge_set(graph.col, rows) == edge_set(source, target)
+    if graph.perm is not None:
+        assert torch.equal(source[graph.perm], graph.col)
+        assert torch.equal(target[graph.perm], rows)
+
+
+def test_every_input_form_gives_the_same_edges():
+    ei = edge_index()
+    expected = edge_set(ei[0], ei[1])
+    adj = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.size(1)), (NUM_DST, NUM_SRC))
+    forms = [ei, ei.int(), adj, adj.coalesce().to_sparse_csr(),
+             EdgeIndex(ei, sparse_size=(NUM_SRC, NUM_DST))]
+    if HAS_TORCH_SPARSE:
+        from torch_sparse import SparseTensor
+
+        forms.append(SparseTensor(row=ei[1], col=ei[0], sparse_sizes=(NUM_DST, NUM_SRC)))
+    for form in forms:
+        edges = read_edges(form, NUM_SRC, NUM_DST)
+        # a coalesced adjacency merges duplicates: compare edge sets
+        assert sorted(set(edge_set(edges.source, edges.target))) == sorted(set(expected))
+        check_csr(target_csr(edges), edges.source, edges.target)
+
+
+def test_flow_target_to_source_reads_row_0_as_target():
+    ei = edge_index()
+    edges = read_edges(ei, NUM_DST, NUM_SRC, flow="target_to_source")
+    assert torch.equal(edges.source, ei[1]) and torch.equal(edges.target, ei[0])
+    check_csr(target_csr(edges), ei[1], ei[0])
+    adj = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.size(1)), (NUM_DST, NUM_SRC))
+    with pytest.raises(ValueError, match="invalid for a sparse adjacency"):
+        read_edges(adj, NUM_SRC, NUM_DST, flow="target_to_source")
+
+
+def test_csr_is_cached_per_graph_and_invalidated_by_in_place_writes():
+    ei = edge_index()
+    first = target_csr(read_edges(ei, NUM_SRC, NUM_DST))
+    assert target_csr(read_edges(ei, NUM_SRC, NUM_DST)) is first
+    # another flow, node count or option is another entry
+    assert target_csr(read_edges(ei, NUM_DST, NUM_SRC, "target_to_source")) is not first
+    ei[1, 0] = (ei[1, 0] + 1) % NUM_DST  # in place: the version counter moves
+    fresh = target_csr(read_edges(ei, NUM_SRC, NUM_DST))
+    assert fresh is not first
+    check_csr(fresh, ei[0], ei[1])
+    # an equal but distinct tensor is another graph
+    assert target_csr(read_edges(ei.clone(), NUM_SRC, NUM_DST)) is not fresh
+
+
+def test_edge_index_sorted_by_target_is_used_without_a_sort():
+    ei = EdgeIndex(edge_index(), sparse_size=(NUM_SRC, NUM_DST)).sort_by("col")[0]
+    graph = target_csr(read_edges(ei, NUM_SRC, NUM_DST))
+    assert graph.perm is None
+    plain = ei.as_subclass(torch.Tensor)
+    check_csr(graph, plain[0], plain[1])
+
+
+def test_parked_rows_and_transpose():
+    ei = edge_index()
+    edges = read_edges(ei, NUM_SRC, NUM_DST)
+    rows = torch.where(ei[0] == 0, NUM_DST, ei[1])  # park the edges out of node 0
+    graph = target_csr(edges, rows, options=("park",))
+    assert int(graph.ptr[-1]) == int((ei[0] != 0).sum())
+    assert torch.all(graph.col[graph.ptr[-1]:] == 0)
+    csc_ptr, csc_pos, edge_row = transpose_csr(graph.ptr, graph.col, NUM_SRC)
+    for j in range(NUM_SRC):
+        positions = csc_pos[csc_ptr[j]:csc_ptr[j + 1]]
+        assert torch.all(graph.col[positions] == j)
+        assert torch.all(positions.diff() > 0)  # stable: CSR order within a source
+    kept = ei[0] != 0
+    parked = [(0, NUM_DST)] * int((~kept).sum())
+    assert edge_set(graph.col, edge_row) == sorted(edge_set(ei[0][kept], ei[1][kept]) + parked)
+
+
+@pytest.mark.parametrize("bad,match", [
+    (lambda ei: ei[0], r"`edge_index` must have shape \[2, E\]"),
+    (lambda ei: ei.float(), "must be an integer tensor"),
+    (lambda ei: ei + NUM_SRC, r"`edge_index \(sources\)` contains \d+, out of range"),
+    (lambda ei: [[0], [1]], r"must be a \[2, E\] tensor"),
+])
+def test_clear_errors(bad, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        read_edges(bad(edge_index()), NUM_SRC, NUM_DST)
