@@ -12,7 +12,6 @@ from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.nn.inits import reset
 from torch_geometric.nn.resolver import activation_resolver
-from torch_geometric.utils import is_torch_sparse_tensor, to_edge_index
 
 from pyg_agg.nn.aggr.degree_scaler import (
     AGGREGATORS,
@@ -21,7 +20,7 @@ from pyg_agg.nn.aggr.degree_scaler import (
     DegreeScalerAggregation,
     parse_names,
 )
-from pyg_agg.ops import check_index, segment_counts
+from pyg_agg.ops import check_index, read_edges, segment_counts, target_csr
 
 
 def _tower_linear(inp: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
@@ -138,8 +137,9 @@ class PNAConv(MessagePassing):
           ``adj_t``), edge features :math:`(|\mathcal{E}|, D)` *(optional)*
         - **output:** node features :math:`(|\mathcal{V}|, F_{out})`
 
-    ``forward`` does not go through :meth:`propagate`, so propagate/message
-    hooks and explainer edge masks are not applied.
+    ``flow`` and PyG's explain mode (an explainer's edge mask weights each
+    message) work as in PyG; ``forward`` does not go through
+    :meth:`propagate`, so the propagate/message hooks are not called.
     """
 
     def __init__(
@@ -254,30 +254,15 @@ class PNAConv(MessagePassing):
             return edge_attr @ (w_edge @ enc).t()  # encoder folded into W_e
         return (edge_attr @ enc.t()) @ w_edge.t()
 
-    def _endpoints(self, edge_index: Any, edge_attr: Optional[Tensor],
-                   num_nodes: int) -> tuple[Tensor, Tensor, Optional[Tensor]]:
-        """(source, target, edge_attr) from an ``edge_index`` or a sparse ``adj_t``."""
-        if is_torch_sparse_tensor(edge_index):
-            (target, source), values = to_edge_index(edge_index)
-            if edge_attr is None and values.dim() > 1:
-                edge_attr = values
-        elif isinstance(edge_index, Tensor) and not edge_index.is_sparse:
-            if edge_index.dim() != 2 or edge_index.size(0) != 2:
-                raise ValueError(f"`edge_index` must have shape [2, num_edges], got "
-                                 f"{tuple(edge_index.shape)}")
-            flat = edge_index.reshape(-1)
-            check_index(flat, flat, 0, num_nodes, name="edge_index")
-            source, target = edge_index[0], edge_index[1]
-            if self.flow == "target_to_source":
-                source, target = target, source
-        elif hasattr(edge_index, "coo"):  # torch_sparse.SparseTensor adj_t
-            target, source, value = edge_index.coo()
-            if edge_attr is None and value is not None and value.dim() > 1:
-                edge_attr = value
-        else:
-            raise TypeError(f"`edge_index` must be a [2, num_edges] integer tensor or a sparse "
-                            f"adjacency, got {type(edge_index).__name__}")
-        return source, target, edge_attr
+    def _explain_edge_mask(self, num_edges: int) -> Optional[Tensor]:
+        """The explainer's per-edge weight (PyG's explain mode), or None."""
+        if not self.explain:
+            return None
+        mask = self._edge_mask
+        if mask is None or mask.numel() != num_edges:
+            raise ValueError(f"explain mode needs an edge mask of {num_edges} entries (one per edge), "
+                             f"got {None if mask is None else mask.numel()}")
+        return mask.sigmoid() if self._apply_sigmoid else mask
 
     def forward(self, x: Tensor, edge_index: Any, edge_attr: Optional[Tensor] = None) -> Tensor:
         """Returns the ``[N, out_channels]`` node embeddings."""
@@ -286,7 +271,10 @@ class PNAConv(MessagePassing):
             raise ValueError(f"`x` must have shape [num_nodes, {self.in_channels}], got {shape}")
         num_nodes, towers, f_in = x.size(0), self.towers, self.F_in
         width = towers * f_in
-        source, target, edge_attr = self._endpoints(edge_index, edge_attr, num_nodes)
+        edges = read_edges(edge_index, num_nodes, num_nodes, self.flow)
+        if edge_attr is None and edges.values is not None and edges.values.dim() > 1:
+            edge_attr = edges.values  # a sparse adjacency's feature values
+        source, target = edges.source, edges.target
         if (edge_attr is None) != (self.edge_dim is None):
             raise ValueError("`edge_attr` must be given exactly when `edge_dim` is set "
                              f"(edge_dim={self.edge_dim}, edge_attr "
@@ -308,25 +296,28 @@ class PNAConv(MessagePassing):
             bias = bias + (w_edge @ self.edge_encoder.bias).view(towers, f_in)
         target_term = _tower_linear(x_towers, w_target, bias).reshape(num_nodes, width)
         source_term = _tower_linear(x_towers, w_source).reshape(num_nodes, width)
-        if len(self.pre_nns[0]) == 1 and self.aggr_module.gathers:
+        edge_mask = self._explain_edge_mask(source.numel())
+        if len(self.pre_nns[0]) == 1 and self.aggr_module.gathers and edge_mask is None:
             # One linear pre-layer: aggregate W_j x_j + W_e e in gather form over
-            # the target-sorted edges and add W_i x_i + b per node afterwards,
-            # so no [E, F] message exists, forward or backward (but W_e e).
-            order = torch.argsort(target, stable=True)
-            ptr = torch.cat([target.new_zeros(1), segment_counts(target, num_nodes).cumsum(0)])
+            # the target-sorted edges (sorted once per graph) and add W_i x_i + b
+            # per node afterwards, so no [E, F] message exists, forward or
+            # backward (but W_e e).
+            graph = target_csr(edges)
             edge_term = None
             if edge_attr is not None:
-                edge_term = self._edge_term(edge_attr.index_select(0, order), w_edge)
+                edge_term = self._edge_term(graph.to_csr_order(edge_attr), w_edge)
             stacked, count = self.aggr_module.gathered_statistics(
-                source_term, ptr, source.index_select(0, order), edge_term, target_term)
+                source_term, graph.ptr, graph.col, edge_term, target_term)
         else:
             h = target_term.index_select(0, target)
             h += source_term.index_select(0, source)
             if edge_attr is not None:
                 h += self._edge_term(edge_attr, w_edge)
             h = self._run_mlp_tail(h.view(h.size(0), towers, f_in), self.pre_nns)
-            stacked, count = self.aggr_module.statistics(h.reshape(h.size(0), width), target,
-                                                         num_nodes)
+            h = h.reshape(h.size(0), width)
+            if edge_mask is not None:  # as PyG's explain_message: weight each message
+                h = h * edge_mask.unsqueeze(-1)
+            stacked, count = self.aggr_module.statistics(h, target, num_nodes)
         num_aggr = len(self.aggregators)
         stacked = stacked.view(num_nodes, num_aggr, towers, f_in).transpose(1, 2)
 
@@ -363,9 +354,11 @@ class PNAConv(MessagePassing):
         graphs = [loader] if hasattr(loader, "edge_index") else loader
         hist = torch.zeros(1, dtype=torch.long)
         seen = 0
-        for data in graphs:
+        for number, data in enumerate(graphs):
+            num_nodes = int(data.num_nodes)
             target = data.edge_index[1]
-            counts = segment_counts(target, int(data.num_nodes)).cpu()
+            check_index(target, target, 0, num_nodes, name=f"edge_index[1] of graph {number}")
+            counts = segment_counts(target, num_nodes).cpu()
             bins = torch.bincount(counts, minlength=hist.numel())
             bins[:hist.numel()] += hist
             hist, seen = bins, seen + 1

@@ -118,6 +118,67 @@ def test_flow_target_to_source():
     assert_same_forward_backward(reference, ours, x, edge_index)
 
 
+def test_degree_histogram_refuses_out_of_range_targets():
+    graphs = [Data(edge_index=torch.tensor([[0, 1], [1, 2]]), num_nodes=3),
+              Data(edge_index=torch.tensor([[0, 1], [1, 5]]), num_nodes=3)]
+    with pytest.raises(ValueError, match=r"`edge_index\[1\] of graph 1` contains 5"):
+        PNAConv.get_degree_histogram(graphs)
+
+
+def test_explainer_gives_pyg_explanations():
+    """PyG's GNNExplainer trains the same edge mask through ours as through PyG's."""
+    from torch_geometric.explain import Explainer, GNNExplainer
+
+    x, edge_index, _ = random_graph()
+    reference, ours = pair(8, 8, aggregators=["mean", "max", "std"],
+                           scalers=["identity", "amplification"], deg=histogram(edge_index, 30))
+    masks = []
+    for conv in (reference, ours):
+        explainer = Explainer(conv, algorithm=GNNExplainer(epochs=30), explanation_type="model",
+                              edge_mask_type="object",
+                              model_config=dict(mode="regression", task_level="node",
+                                                return_type="raw"))
+        torch.manual_seed(3)
+        masks.append(explainer(x, edge_index, index=4).edge_mask)
+    assert masks[1].abs().sum() > 0
+    torch.testing.assert_close(masks[1], masks[0], atol=1e-5, rtol=1e-4)
+
+
+def test_edge_index_object_and_cached_csr_give_the_same_output():
+    from torch_geometric import EdgeIndex
+
+    x, edge_index, edge_attr = random_graph()
+    conv = PNAConv(8, 8, ["mean", "min", "max", "std"], ["identity", "amplification"],
+                   deg=histogram(edge_index, 30), edge_dim=3)
+    expected = conv(x, edge_index, edge_attr)
+    torch.testing.assert_close(conv(x, edge_index, edge_attr), expected)  # cached CSR
+    sorted_index, perm = EdgeIndex(edge_index, sparse_size=(30, 30)).sort_by("col")
+    torch.testing.assert_close(conv(x, sorted_index, edge_attr[perm]), expected,
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_torch_compile_fullgraph_compiles_at_most_twice_over_ten_graph_sizes():
+    import torch._dynamo.testing
+
+    x, edge_index, edge_attr = random_graph()
+    conv = PNAConv(8, 8, ["mean", "min", "max", "std"], ["identity", "amplification"],
+                   deg=histogram(edge_index, 30), edge_dim=3)
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+    torch._dynamo.reset()
+    compiled = torch.compile(conv, fullgraph=True, backend=counter)
+    for seed in range(10):
+        x, edge_index, edge_attr = random_graph(num_nodes=30 + seed, num_edges=100 + 9 * seed,
+                                                seed=seed)
+        xs = [x.clone().requires_grad_() for _ in range(2)]
+        out_eager = conv(xs[0], edge_index, edge_attr)
+        out_compiled = compiled(xs[1], edge_index, edge_attr)
+        torch.testing.assert_close(out_compiled, out_eager, atol=1e-5, rtol=1e-5)
+        out_eager.square().sum().backward()
+        out_compiled.square().sum().backward()
+        torch.testing.assert_close(xs[1].grad, xs[0].grad, atol=1e-5, rtol=1e-5)
+    assert counter.frame_count <= 2
+
+
 def test_sparse_adjacency_input():
     x, edge_index, _ = random_graph()
     edge_index = torch.unique(edge_index, dim=1)  # a sparse matrix has no duplicates
@@ -216,9 +277,9 @@ def test_validation_errors():
         conv(x, edge_index, torch.randn(3, 2))
     with pytest.raises(ValueError, match=r"`x` must have shape \[num_nodes, 4\]"):
         conv(torch.randn(5, 3), edge_index, torch.randn(2, 2))
-    with pytest.raises(ValueError, match=r"`edge_index` must have shape \[2, num_edges\]"):
+    with pytest.raises(ValueError, match=r"`edge_index` must have shape \[2, E\]"):
         conv(x, edge_index.t().reshape(4, 1), torch.randn(2, 2))
-    with pytest.raises(ValueError, match="`edge_index` contains 7"):
+    with pytest.raises(ValueError, match=r"`edge_index \(sources\)` contains 7"):
         conv(x, torch.tensor([[0, 7], [1, 2]]), torch.randn(2, 2))
     with pytest.raises(TypeError, match="`edge_index` must be an integer"):
         conv(x, edge_index.float(), torch.randn(2, 2))
