@@ -149,10 +149,10 @@ def safe_loading() -> Iterator[None]:
 
 
 def missing_dataset_error(name: str, root: Path, expected: list[str]) -> FileNotFoundError:
-    """An error that says which files were expected where."""
-    places = "\n  ".join(str(root / e) for e in expected)
+    """An error that says which files were expected where (one line, for the CLI)."""
+    places = ", ".join(str(root / e) for e in expected)
     return FileNotFoundError(
         f"Dataset {name!r} not found under data root {root} and it cannot be "
-        f"downloaded here. Expected one of:\n  {places}\n"
+        f"downloaded here. Expected one of: {places}. "
         f"Set --root or PYG_AGG_DATA to a folder holding it."
     )

@@ -11,18 +11,25 @@
     run0/curves.png    loss and metrics per epoch
     summary.json       per-run results at the best validation epoch, mean and std
 
+A folder that already holds a run is refused unless ``cfg.resume`` or
+``cfg.overwrite`` is set, and a lock keeps a second job out while one writes (see
+:mod:`pyg_agg.pipelines.run_folder`).
+
 Resuming (``cfg.resume``) restarts every run from its ``last.pt``; an unfinished
 epoch is redone from the saved state. Shuffling uses a generator seeded by
 ``(seed, epoch)`` and the global RNG states are restored, so on CPU a killed and
 resumed run ends with exactly the metrics of an uninterrupted one. Checkpoints are
 written to a temporary file and renamed (a crash never leaves a torn ``last.pt``)
-and loaded with ``torch.load(weights_only=True)``.
+and loaded with ``torch.load(weights_only=True)``. Every checkpoint is read and
+checked against the settings before the dataset is loaded: a corrupt one, or a
+changed setting, fails at once and names the file and the setting.
 
 The train metric is computed from the predictions made during the training epoch
 (train mode, dropout on), which avoids a second pass over the training set.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
@@ -59,13 +66,18 @@ from pyg_agg.pipelines.models import (
     GraphNet,
     NodeNet,
 )
+from pyg_agg.pipelines.run_folder import check_out_path, claim_run_folder
 
 SCHEDULERS = ("none", "plateau", "cosine")
 #: ``plateau`` halves the learning rate after this many epochs without a better
 #: validation metric (the PNA OGB recipe's setting).
 PLATEAU_PATIENCE = 20
 #: Settings that may change between a run and its resumption.
-RESUMABLE_CHANGES = {"epochs", "runs", "resume", "out", "workers", "device", "root"}
+RESUMABLE_CHANGES = {"epochs", "runs", "resume", "overwrite", "out", "workers", "device",
+                     "root"}
+#: What ``last.pt`` holds; a file without all of these is not a usable checkpoint.
+CHECKPOINT_KEYS = {"model", "optimizer", "scheduler", "epoch", "history", "best", "wall_s",
+                   "rng", "config"}
 
 
 @dataclass
@@ -96,6 +108,7 @@ class TrainConfig:
     root: Optional[str] = None
     out: str = "runs/default"
     resume: bool = False
+    overwrite: bool = False
     deterministic: bool = False
 
     def validate(self) -> TrainConfig:
@@ -125,10 +138,13 @@ class TrainConfig:
         for name, value in positive.items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("dropout", "lr", "min_lr", "weight_decay"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be a finite number, got {getattr(self, name)}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise ValueError(f"lr must be a positive finite number, got {self.lr}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be a positive number, got {self.lr}")
         if not 0 <= self.min_lr <= self.lr:
             raise ValueError(f"min_lr must be in [0, lr={self.lr}], got {self.min_lr}")
         if self.weight_decay < 0:
@@ -159,6 +175,10 @@ class TrainConfig:
             raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {self.device!r}")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device {self.device!r} requested but CUDA is not available")
+        if self.resume and self.overwrite:
+            raise ValueError("resume and overwrite exclude each other: continue the runs in "
+                             f"{self.out} or replace them, not both")
+        check_out_path(Path(self.out))
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -204,9 +224,28 @@ def save_atomic(obj: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
+class CheckpointError(ValueError):
+    """A ``last.pt`` that cannot be resumed from: unreadable, or from other settings."""
+
+
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    """Loads a checkpoint written by this module (``weights_only=True``)."""
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """Loads a checkpoint written by this module (``weights_only=True``).
+
+    Raises:
+        CheckpointError: the file is truncated, empty or garbage; the message names it.
+    """
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except PermissionError:
+        raise  # its message names the file, and the file may well be fine
+    # torch reports a damaged file as OSError, EOFError, RuntimeError, UnpicklingError
+    # and more, depending on where the damage is: any of them means "not resumable".
+    # Their messages run to paragraphs, so the type alone is kept, for one line.
+    except Exception as err:  # noqa: BLE001
+        raise CheckpointError(f"{path} is truncated, empty or not a checkpoint (torch.load: "
+                              f"{type(err).__name__}); pass --overwrite to start the runs "
+                              "over") from err
+    return ckpt
 
 
 def _loss(task: str, out: Tensor, y: Tensor) -> Tensor:
@@ -404,18 +443,38 @@ def plot_curves(history: list[dict[str, Any]], metric: str, path: Path) -> None:
     plt.close(fig)
 
 
-def _check_resumable(saved: dict[str, Any], cfg: TrainConfig) -> None:
+def _check_resumable(saved: dict[str, Any], cfg: TrainConfig, path: Path) -> None:
     now = cfg.to_dict()
     # Settings added after the checkpoint was written count as their defaults.
     defaults = TrainConfig(dataset="", model="").to_dict()
-    changed = [k for k in now
+    changed = [f"{k} was {saved.get(k, defaults[k])!r}, now {now[k]!r}" for k in now
                if k not in RESUMABLE_CHANGES and saved.get(k, defaults[k]) != now[k]]
     if changed:
-        raise ValueError(f"cannot resume: settings differ from the checkpoint: {changed}")
+        raise CheckpointError(f"cannot resume from {path}: settings differ ({'; '.join(changed)}); "
+                              "use the same settings, or --overwrite to start over")
 
 
-def train_run(cfg: TrainConfig, task: TaskData, run: int, ctx: D.DistContext) -> dict[str, Any]:
-    """Trains (or resumes) one run; returns its result at the best validation epoch."""
+def resume_checkpoints(cfg: TrainConfig) -> list[Optional[dict[str, Any]]]:
+    """Each run's ``last.pt`` (None where there is none yet), read and checked up front."""
+    checkpoints: list[Optional[dict[str, Any]]] = []
+    for run in range(cfg.runs):
+        path = Path(cfg.out) / f"run{run}" / "last.pt"
+        ckpt = load_checkpoint(path) if cfg.resume and path.exists() else None
+        if ckpt is not None:
+            missing = CHECKPOINT_KEYS - set(ckpt) if isinstance(ckpt, dict) else CHECKPOINT_KEYS
+            if missing:
+                raise CheckpointError(f"{path} is not a training checkpoint (missing "
+                                      f"{', '.join(sorted(missing))}); pass --overwrite to "
+                                      "start the runs over")
+            _check_resumable(ckpt["config"], cfg, path)
+        checkpoints.append(ckpt)
+    return checkpoints
+
+
+def train_run(cfg: TrainConfig, task: TaskData, run: int, ctx: D.DistContext,
+              ckpt: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """Trains one run, or resumes it from ``ckpt`` (see :func:`resume_checkpoints`);
+    returns its result at the best validation epoch."""
     run_dir = Path(cfg.out) / f"run{run}"
     last_path, best_path = run_dir / "last.pt", run_dir / "best.pt"
     seed = cfg.seed + run
@@ -429,9 +488,7 @@ def train_run(cfg: TrainConfig, task: TaskData, run: int, ctx: D.DistContext) ->
     wall = 0.0
     if ctx.distributed:
         seed_everything(seed + 7919 * ctx.rank)  # different dropout masks per rank
-    if cfg.resume and last_path.exists():
-        ckpt = load_checkpoint(last_path)
-        _check_resumable(ckpt["config"], cfg)
+    if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         if scheduler is not None:
@@ -519,21 +576,27 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(cfg.deterministic or was_deterministic)
     ctx = D.setup(cfg.device)
+    out = Path(cfg.out)
+    # only rank 0 writes, so only rank 0 locks; the others wait for its checks
+    claim = (claim_run_folder(out, cfg.resume, cfg.overwrite) if ctx.is_main
+             else contextlib.nullcontext())
     try:
-        # rank 0 first: it may write the cached copy and processed files the others read
-        task = load_dataset(cfg.dataset, cfg.root) if ctx.is_main else None
-        D.barrier(ctx)
-        if task is None:
-            task = load_dataset(cfg.dataset, cfg.root)
-        results = [train_run(cfg, task, run, ctx) for run in range(cfg.runs)]
-        summary = summarize(results, task)
-        summary["config"] = cfg.to_dict()
-        if ctx.is_main:
-            out = Path(cfg.out)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "summary.json").write_text(json.dumps(summary, indent=2))
-            print(format_table(summary))
-        return summary
+        with claim:
+            D.barrier(ctx)
+            checkpoints = resume_checkpoints(cfg)  # a bad checkpoint fails before the data load
+            # rank 0 first: it may write the cached copy and processed files the others read
+            task = load_dataset(cfg.dataset, cfg.root) if ctx.is_main else None
+            D.barrier(ctx)
+            if task is None:
+                task = load_dataset(cfg.dataset, cfg.root)
+            results = [train_run(cfg, task, run, ctx, ckpt)
+                       for run, ckpt in enumerate(checkpoints)]
+            summary = summarize(results, task)
+            summary["config"] = cfg.to_dict()
+            if ctx.is_main:
+                (out / "summary.json").write_text(json.dumps(summary, indent=2))
+                print(format_table(summary))
+            return summary
     finally:
         D.teardown(ctx)
         torch.use_deterministic_algorithms(was_deterministic)

@@ -1,6 +1,7 @@
 """Training artefacts, OGB metrics, and exact kill-and-resume on CPU."""
 import csv
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -101,9 +102,9 @@ def test_resume_refuses_changed_settings(tmp_path):
 def test_resume_treats_settings_newer_than_the_checkpoint_as_defaults():
     cfg = TrainConfig(dataset="synthetic-sbm", model="sage")
     saved = {k: v for k, v in cfg.to_dict().items() if k not in ("head", "min_lr")}
-    train_module._check_resumable(saved, cfg)  # an older checkpoint: no error
-    with pytest.raises(ValueError, match="head"):
-        train_module._check_resumable({**saved, "head": "halving"}, cfg)
+    train_module._check_resumable(saved, cfg, Path("last.pt"))  # an older checkpoint: no error
+    with pytest.raises(ValueError, match="head was 'halving', now 'mlp'"):
+        train_module._check_resumable({**saved, "head": "halving"}, cfg, Path("last.pt"))
 
 
 def test_missing_labels_are_left_out_of_the_loss():
