@@ -11,8 +11,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from pyg_agg.pipelines.config import SCHEDULERS, TrainConfig
 from pyg_agg.pipelines.models import HEADS, MODELS, READOUTS
-from pyg_agg.pipelines.train import SCHEDULERS, TrainConfig
 
 
 def _int_list(text: str) -> list[int]:

@@ -18,8 +18,9 @@ from typing import Any, Optional
 import torch
 
 from pyg_agg.datasets.root import data_root
+from pyg_agg.pipelines.config import TrainConfig
 from pyg_agg.pipelines.data import canonical_name
-from pyg_agg.pipelines.train import TrainConfig, run_training
+from pyg_agg.pipelines.train import run_training
 
 #: (label, model, readout, family): ours first, then PyG's baselines.
 LINEUP = [

@@ -7,7 +7,10 @@ import sys
 
 import torch
 
-from pyg_agg.pipelines.train import TrainConfig, build_model, load_checkpoint, load_dataset
+from pyg_agg.pipelines.checkpoint import load_checkpoint
+from pyg_agg.pipelines.config import TrainConfig
+from pyg_agg.pipelines.data import load_dataset
+from pyg_agg.pipelines.models import build_model
 
 
 def _free_port() -> int:

@@ -8,6 +8,7 @@ import torch
 
 from pyg_agg.cli import main
 from pyg_agg.pipelines import train as train_module
+from pyg_agg.pipelines.checkpoint import load_checkpoint
 from pyg_agg.pipelines.run_folder import claim_run_folder
 
 TINY = ["--dataset", "synthetic-sbm", "--model", "sage", "--hidden", "8", "--layers", "1",
@@ -68,7 +69,7 @@ def test_overwrite_replaces_every_old_run(finished):
 
 def test_resume_continues_instead(finished):
     assert _train(finished, "--runs", "2", "--epochs", "2", "--resume") == 0
-    assert train_module.load_checkpoint(finished / "run1" / "last.pt")["epoch"] == 2
+    assert load_checkpoint(finished / "run1" / "last.pt")["epoch"] == 2
 
 
 def test_resume_and_overwrite_exclude_each_other(tmp_path, capsys):
