@@ -67,6 +67,14 @@ def _source_record(src: Path) -> dict[str, object]:
     return {"source": str(src), "files": files}
 
 
+def _top_level_processed(src: Path):
+    """A ``copytree`` ignore rule that skips ``src/processed`` and nothing else."""
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        return ["processed"] if Path(folder) == src and "processed" in names else []
+
+    return ignore
+
+
 def _recorded(folder: Path) -> Optional[dict[str, object]]:
     try:
         return json.loads((folder / SOURCE_RECORD).read_text())
@@ -99,7 +107,7 @@ def private_dataset_dir(src: Path, name: str) -> Path:
     tmp = Path(tempfile.mkdtemp(dir=dst.parent, prefix=f"{dst.name}.tmp-"))
     try:
         # copyfile, not copy2: the copy must not inherit the source's read-only modes
-        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("processed"),
+        shutil.copytree(src, tmp, ignore=_top_level_processed(src),
                         copy_function=shutil.copyfile, dirs_exist_ok=True)
         (tmp / SOURCE_RECORD).write_text(json.dumps(record))
         os.chmod(tmp, 0o755)

@@ -108,3 +108,11 @@ def test_concurrent_callers_all_get_the_copy(read_only_dataset, cache_dir):
     [dst] = set(results)
     assert (dst / "raw" / "edges.csv").read_text() == "0,1\n"
     assert _leftovers(dst.parent) == []
+
+
+def test_only_the_top_level_processed_folder_is_left_out(tmp_path, cache_dir):
+    src = tmp_path / "mine" / "toy"
+    (src / "raw" / "processed").mkdir(parents=True)
+    (src / "raw" / "processed" / "part.csv").write_text("an input that happens to be here")
+    dst = private_dataset_dir(src, "ogb/toy")
+    assert (dst / "raw" / "processed" / "part.csv").is_file()
