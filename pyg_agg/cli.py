@@ -11,8 +11,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from pyg_agg.pipelines.config import SCHEDULERS, TrainConfig
 from pyg_agg.pipelines.models import HEADS, MODELS, READOUTS
-from pyg_agg.pipelines.train import SCHEDULERS, TrainConfig
 
 
 def _int_list(text: str) -> list[int]:
@@ -57,6 +57,8 @@ def add_train_arguments(parser: argparse.ArgumentParser, **defaults) -> None:
     add("--root", help="data root (default $PYG_AGG_DATA or ./datasets)")
     add("--out", default=d.out, help="run folder")
     add("--resume", action="store_true", help="continue every run from its last.pt")
+    add("--overwrite", action="store_true",
+        help="replace the runs already in --out (without it, a folder holding a run is refused)")
     add("--deterministic", action="store_true", help="torch deterministic algorithms")
     parser.set_defaults(**defaults)
 
@@ -110,35 +112,46 @@ def recipe_parser(description: str, recipe: dict[str, Any]) -> argparse.Argument
     return parser
 
 
+#: What bad input raises: settings, files, folders, checkpoints and missing packages.
+#: Each is reported as one line and exit status 2; anything else is a bug and keeps
+#: its traceback.
+INPUT_ERRORS = (ValueError, OSError, ImportError)
+
+
 def train_from_args(args: argparse.Namespace) -> int:
-    """Validates, then trains; bad settings or missing data return status 2 with a message."""
+    """Validates, then trains; bad input returns status 2 with a one-line message."""
     from pyg_agg.pipelines.train import run_training
 
     try:
-        cfg = config_from_args(args).validate()  # bad settings fail before any work
-    except (ValueError, ImportError) as err:
-        return _fail("train", err)
-    try:
-        run_training(cfg)
-    except FileNotFoundError as err:  # dataset files missing under the data root
+        # settings, --out and checkpoints are checked before the dataset is loaded
+        run_training(config_from_args(args))
+    except INPUT_ERRORS as err:
         return _fail("train", err)
     return 0
+
+
+def build_ogb_from_args(args: argparse.Namespace) -> int:
+    """Builds the folder; bad input returns status 2 with a one-line message."""
+    try:
+        _build_ogb(args)
+    except INPUT_ERRORS as err:
+        return _fail("build-ogb", err)
+    return 0
+
+
+COMMANDS = {"train": train_from_args, "build-ogb": build_ogb_from_args}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs ``pyg-agg``; returns the exit status."""
     args = _build_parser().parse_args(argv)
-    if args.command == "train":
-        return train_from_args(args)
-    try:
-        _build_ogb(args)
-    except (ValueError, FileNotFoundError, FileExistsError) as err:
-        return _fail(args.command, err)
-    return 0
+    return COMMANDS[args.command](args)
+
 
 def _fail(command: str, err: Exception) -> int:
     print(f"pyg-agg {command}: error: {err}", file=sys.stderr)
     return 2
+
 
 if __name__ == "__main__":
     sys.exit(main())

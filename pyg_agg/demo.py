@@ -5,7 +5,8 @@ Runs on a graph-classification set the library generates itself (no
 download), plus ogbg-molbace when the data root holds it. Writes
 ``<out>/demo.png`` (test metric and wall time per model) and
 ``<out>/demo.json``; every training run also leaves its own artefacts
-(metrics.csv, curves.png, checkpoints) under ``<out>/<dataset>/<model>``.
+(metrics.csv, curves.png, checkpoints) under ``<out>/<dataset>/<model>``. Those
+folders belong to the demo, and running it again regenerates them (``overwrite``).
 """
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from typing import Any, Optional
 import torch
 
 from pyg_agg.datasets.root import data_root
+from pyg_agg.pipelines.config import TrainConfig
 from pyg_agg.pipelines.data import canonical_name
-from pyg_agg.pipelines.train import TrainConfig, run_training
+from pyg_agg.pipelines.train import run_training
 
 #: (label, model, readout, family): ours first, then PyG's baselines.
 LINEUP = [
@@ -52,7 +54,7 @@ def run_demo(out: Path, epochs: int, root: Optional[str], seed: int = 0) -> list
             cfg = TrainConfig(
                 dataset=dataset, model=model, readout=readout, hidden=64, layers=3,
                 dropout=0.0, lr=3e-3, batch_size=64, epochs=n_epochs, seed=seed, root=root,
-                out=str(out / canonical_name(dataset) / f"{model}-{readout}"),
+                out=str(out / canonical_name(dataset) / f"{model}-{readout}"), overwrite=True,
             )
             start = time.perf_counter()
             summary = run_training(cfg)

@@ -48,3 +48,32 @@ def single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+class _Payload:
+    """Unpickling this object creates ``marker``: proof that a planted file ran code."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return open, (str(self.marker), "w")
+
+
+@pytest.fixture
+def plant_payload(tmp_path):
+    """``plant(path)`` writes a pickle whose loading would create a marker file; returns
+    the marker. A control copy is loaded here, so a test that checks the marker is
+    absent checks a payload known to work."""
+    control = tmp_path / "payload-control"
+    torch.save(_Payload(control), tmp_path / "control.pt")
+    torch.load(tmp_path / "control.pt", weights_only=False)
+    assert control.exists()
+    marker = tmp_path / "payload-ran"
+
+    def plant(path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(_Payload(marker), path)
+        return marker
+
+    return plant

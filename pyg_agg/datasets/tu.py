@@ -10,7 +10,8 @@ from pyg_agg.datasets.root import (
     data_root,
     find_dataset_dir,
     missing_dataset_error,
-    writable_dataset_dir,
+    private_dataset_dir,
+    safe_loading,
 )
 
 TU_REQUIRED_FILES = ("A", "graph_indicator", "graph_labels")
@@ -21,10 +22,11 @@ def load_tu(name: str, root: Optional[PathLike] = None, **kwargs: Any) -> TUData
 
     The raw files (``NAME_A.txt``, ``NAME_graph_indicator.txt``,
     ``NAME_graph_labels.txt``, and the optional label/attribute files) are
-    looked for in ``root/NAME/raw`` and then ``root/tu/NAME/raw``. A
-    read-only root (such as a shared offline copy) is copied once to the
-    cache (``$PYG_AGG_CACHE``), where :class:`~torch_geometric.datasets.TUDataset`
-    writes its ``processed/`` files.
+    looked for in ``root/NAME/raw`` and then ``root/tu/NAME/raw``. They are
+    copied once to the private cache (``$PYG_AGG_CACHE``), where
+    :class:`~torch_geometric.datasets.TUDataset` writes its ``processed/`` files;
+    a ``processed/`` folder under the root is ignored, never unpickled (see
+    :mod:`pyg_agg.datasets.root`).
 
     Args:
         name: The dataset name as TU spells it, e.g. ``"MUTAG"``.
@@ -45,5 +47,6 @@ def load_tu(name: str, root: Optional[PathLike] = None, **kwargs: Any) -> TUData
             break
     else:
         raise missing_dataset_error(name, base, [f"{rel}/raw/{required[0]}" for rel in candidates])
-    usable = writable_dataset_dir(found, f"tu/{name}")
-    return TUDataset(root=str(usable.parent), name=name, **kwargs)
+    usable = private_dataset_dir(found, f"tu/{name}")
+    with safe_loading():
+        return TUDataset(root=str(usable.parent), name=name, **kwargs)

@@ -1,9 +1,10 @@
 """Dataset registry for the training pipeline: every name ``pyg-agg train`` accepts.
 
 All loaders are offline: they read files already under the data root (``--root``,
-``$PYG_AGG_DATA`` or ``./datasets``) and never call a download. A read-only root
-(such as a shared copy) is used through a cached copy of its raw files, so the
-processed files a loader writes never land in it.
+``$PYG_AGG_DATA`` or ``./datasets``) and never call a download. Every root is used
+through a private cached copy of its raw files: processed files are written there,
+never into the root, and a ``processed/`` folder found under the root is ignored
+(see :mod:`pyg_agg.datasets.root` for the trust model).
 
 A loaded dataset is a :class:`TaskData`: the graphs (graph-level tasks) or the one
 graph (node-level tasks), the train/valid/test indices, the task type and the
@@ -11,8 +12,7 @@ metric. OGB sets are scored with OGB's own ``Evaluator``.
 """
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -27,7 +27,8 @@ from pyg_agg.datasets.root import (
     data_root,
     find_dataset_dir,
     missing_dataset_error,
-    writable_dataset_dir,
+    private_dataset_dir,
+    safe_loading,
 )
 
 GRAPH, NODE = "graph", "node"
@@ -68,22 +69,6 @@ class TaskData:
     edge_dim: Optional[int] = None
 
 
-@contextlib.contextmanager
-def pyg_safe_globals() -> Iterator[None]:
-    """Lets ``torch.load(weights_only=True)`` accept exactly PyG's data containers.
-
-    ogb 1.3.6 loads its processed ``(Data, slices)`` files with torch's default
-    ``weights_only=True``, which refuses PyG classes. Allowing these few classes
-    inside a context keeps the safety on for everything else.
-    """
-    from torch_geometric.data import Data
-    from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
-    from torch_geometric.data.storage import GlobalStorage
-
-    with torch.serialization.safe_globals([Data, DataEdgeAttr, DataTensorAttr, GlobalStorage]):
-        yield
-
-
 # --------------------------------------------------------------------------- OGB
 
 
@@ -122,8 +107,8 @@ def _locate_ogb(name: str, level: str, root: Path) -> tuple[Path, pd.Series]:
 
 
 def _ogb_usable_root(src: Path) -> str:
-    """The ``root`` to hand to ogb: the parent of a folder named like OGB's."""
-    return str(writable_dataset_dir(src, f"ogb/{src.name}").parent)
+    """The ``root`` to hand to ogb: the parent of a private copy named like OGB's."""
+    return str(private_dataset_dir(src, f"ogb/{src.name}").parent)
 
 
 def _ogb_evaluator(name: str, level: str, task: str) -> Callable[[Tensor, Tensor], float]:
@@ -147,7 +132,7 @@ def _load_ogbg(name: str, root: Path) -> TaskData:
     from ogb.graphproppred import PygGraphPropPredDataset
 
     src, meta = _locate_ogb(name, GRAPH, root)
-    with pyg_safe_globals():
+    with safe_loading():
         dataset = PygGraphPropPredDataset(name=name, root=_ogb_usable_root(src))
     split = {k: v.long() for k, v in dataset.get_idx_split().items()}
     task_type = meta["task type"]
@@ -169,7 +154,7 @@ def _load_ogbn(name: str, root: Path) -> TaskData:
     from ogb.nodeproppred import PygNodePropPredDataset
 
     src, meta = _locate_ogb(name, NODE, root)
-    with pyg_safe_globals():
+    with safe_loading():
         dataset = PygNodePropPredDataset(name=name, root=_ogb_usable_root(src))
     split = {k: v.long() for k, v in dataset.get_idx_split().items()}
     data = dataset[0]
@@ -213,8 +198,8 @@ def _load_planetoid(name: str, root: Path) -> TaskData:
     src = find_dataset_dir(root, *candidates)
     if src is None or not all((src / "raw" / f).is_file() for f in raw):
         raise missing_dataset_error(name, root, [f"{c}/raw/{f}" for c in candidates for f in raw])
-    usable = writable_dataset_dir(src, f"planetoid/{name}")
-    with pyg_safe_globals():
+    usable = private_dataset_dir(src, f"planetoid/{name}")
+    with safe_loading():
         data = Planetoid(str(usable.parent), name)[0]
     split = {s: m.nonzero().view(-1) for s, m in
              (("train", data.train_mask), ("valid", data.val_mask), ("test", data.test_mask))}
@@ -234,23 +219,9 @@ def _random_split(n: int, seed: int = 0) -> dict[str, Tensor]:
 
 
 def _load_tu(name: str, root: Path) -> TaskData:
-    try:
-        from pyg_agg.datasets.tu import load_tu
-    except ImportError:
-        load_tu = None
-    if load_tu is not None:
-        dataset = load_tu(name, root=root)
-    else:
-        from torch_geometric.datasets import TUDataset
+    from pyg_agg.datasets.tu import load_tu
 
-        candidates = [f"tu/{name}", name]
-        src = find_dataset_dir(root, *candidates)
-        expected = [f"{name}_A.txt", f"{name}_graph_indicator.txt", f"{name}_graph_labels.txt"]
-        if src is None or not all((src / "raw" / f).is_file() for f in expected):
-            raise missing_dataset_error(
-                name, root, [f"{c}/raw/{f}" for c in candidates for f in expected])
-        with pyg_safe_globals():
-            dataset = TUDataset(str(writable_dataset_dir(src, f"tu/{name}").parent), name)
+    dataset = load_tu(name, root=root)
     return TaskData(
         name=name, level=GRAPH, dataset=dataset, split=_random_split(len(dataset)),
         num_features=max(dataset.num_node_features, 1), num_outputs=dataset.num_classes,

@@ -1,5 +1,10 @@
 """Model factory: one network skeleton per task level, any convolution inside.
 
+:data:`MODELS` is the registry: per model, how to build one convolution, whether
+it takes edge features or a degree histogram, and which setting must divide the
+hidden width (:func:`check_architecture` checks that before any work). Adding a
+model is adding one entry.
+
 ``build_model(cfg, task)`` returns a :class:`GraphNet` (graph-level prediction:
 node encoder -> L x [conv, batch norm, ReLU, dropout, residual] -> readout -> MLP
 head) or a :class:`NodeNet` (node-level: L convolutions, the last one producing the
@@ -12,25 +17,163 @@ PyG's baselines.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 from torch import Tensor, nn
 
 from pyg_agg.ops import scatter
+from pyg_agg.pipelines.data import GRAPH, TaskData
 
-MODELS = ("gatv2", "pna", "pna-simple", "lcm", "gin", "gcn", "gat", "sage")
-#: Models built on a degree histogram of the training graphs.
-DEGREE_MODELS = ("pna", "pna-simple")
+if TYPE_CHECKING:  # config validates through this module, so it cannot be imported here
+    from pyg_agg.pipelines.config import TrainConfig
+
 READOUTS = ("mean", "sum", "max", "jk-cat", "histograph")
 #: Graph-level prediction heads: ``mlp`` is Linear-ReLU-Dropout-Linear at the hidden
 #: width; ``halving`` is the Benchmarking-GNNs ``MLPReadout`` (widths h, h/2, h/4, out)
 #: that PNA's OGB code uses.
 HEADS = ("mlp", "halving")
-#: Convolutions that take edge features (through ``edge_dim``).
-EDGE_AWARE = ("gatv2", "gat", "pna", "gin")
 PNA_AGGREGATORS = ("mean", "min", "max", "std")
 PNA_SCALERS = ("identity", "amplification", "attenuation")
+#: The heads of the ``histograph`` readout, which must divide the hidden width.
+HISTOGRAPH_HEADS = 4
+
+
+@dataclass(frozen=True)
+class ConvArgs:
+    """What a convolution builder may use besides its input and output widths.
+
+    ``concat``: attention heads are concatenated (each ``out // heads`` wide) rather
+    than averaged; ``deg``: the degree histogram of the training graphs.
+    """
+
+    heads: int = 1
+    concat: bool = True
+    edge_dim: Optional[int] = None
+    deg: Optional[Tensor] = None
+    towers: int = 1
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model of the registry: how to build one convolution, and what it needs."""
+
+    build: Callable[[int, int, ConvArgs], nn.Module]
+    #: Takes edge features (through ``edge_dim``).
+    edge_aware: bool = False
+    #: Built on a degree histogram of the training graphs.
+    needs_degree: bool = False
+    #: The setting (``"heads"`` or ``"towers"``) that must divide the hidden width.
+    divides_hidden: Optional[str] = None
+
+
+def _attention(cls: type, in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
+    per_head = out_channels // args.heads if args.concat else out_channels
+    return cls(in_channels, per_head, heads=args.heads, concat=args.concat,
+               edge_dim=args.edge_dim)
+
+
+def _gatv2(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
+    from pyg_agg.nn import GATv2Conv
+
+    return _attention(GATv2Conv, in_channels, out_channels, args)
+
+
+def _gat(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
+    from torch_geometric.nn import GATConv
+
+    return _attention(GATConv, in_channels, out_channels, args)
+
+
+def _degree(model: str, args: ConvArgs) -> Tensor:
+    if args.deg is None:
+        raise ValueError(f"model {model!r} needs a degree histogram 'deg'")
+    return args.deg
+
+
+def _pna(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
+    from pyg_agg.nn import PNAConv
+
+    return PNAConv(in_channels, out_channels, aggregators=list(PNA_AGGREGATORS),
+                   scalers=list(PNA_SCALERS), deg=_degree("pna", args), edge_dim=args.edge_dim,
+                   towers=args.towers, pre_layers=1, post_layers=1, divide_input=False)
+
+
+def _pna_simple(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
+    return PNASimpleConv(in_channels, out_channels, _degree("pna-simple", args))
+
+
+def _lcm(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
+    from pyg_agg.nn import LCMConv
+
+    return LCMConv(in_channels, out_channels)
+
+
+def _gin(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
+    from torch_geometric.nn import GINConv, GINEConv
+
+    mlp = nn.Sequential(nn.Linear(in_channels, out_channels), nn.BatchNorm1d(out_channels),
+                        nn.ReLU(), nn.Linear(out_channels, out_channels))
+    if args.edge_dim is not None:
+        return GINEConv(mlp, train_eps=True, edge_dim=args.edge_dim)
+    return GINConv(mlp, train_eps=True)
+
+
+def _gcn(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
+    from torch_geometric.nn import GCNConv
+
+    return GCNConv(in_channels, out_channels)
+
+
+def _sage(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
+    from torch_geometric.nn import SAGEConv
+
+    return SAGEConv(in_channels, out_channels)
+
+
+#: Every model ``pyg-agg train`` accepts; adding a model is adding an entry here.
+MODELS: dict[str, ModelSpec] = {
+    "gatv2": ModelSpec(_gatv2, edge_aware=True, divides_hidden="heads"),
+    "pna": ModelSpec(_pna, edge_aware=True, needs_degree=True, divides_hidden="towers"),
+    "pna-simple": ModelSpec(_pna_simple, needs_degree=True),
+    "lcm": ModelSpec(_lcm),
+    "gin": ModelSpec(_gin, edge_aware=True),
+    "gcn": ModelSpec(_gcn),
+    "gat": ModelSpec(_gat, edge_aware=True, divides_hidden="heads"),
+    "sage": ModelSpec(_sage),
+}
+
+
+def model_spec(model: str) -> ModelSpec:
+    """The registry entry of ``model``; ValueError listing the valid ones if unknown."""
+    if model not in MODELS:
+        raise ValueError(f"Unknown model {model!r}. Valid models: {', '.join(MODELS)}")
+    return MODELS[model]
+
+
+def check_architecture(model: str, *, graph_level: bool, hidden: int, heads: int,
+                       towers: int, readout: Optional[str], head: str) -> None:
+    """ValueError naming the first setting that ``model`` (and, for graph tasks, the
+    readout and head) cannot be built with."""
+    spec = model_spec(model)
+    if spec.divides_hidden is not None:
+        divisor = {"heads": heads, "towers": towers}[spec.divides_hidden]
+        if hidden % divisor:
+            raise ValueError(f"hidden ({hidden}) must be divisible by {spec.divides_hidden} "
+                             f"({divisor})")
+    if not graph_level:
+        return
+    if readout not in READOUTS:
+        raise ValueError(f"Unknown readout {readout!r}. Valid readouts: {', '.join(READOUTS)}")
+    if head not in HEADS:
+        raise ValueError(f"Unknown head {head!r}. Valid heads: {', '.join(HEADS)}")
+    if head == "halving" and hidden < 4:
+        raise ValueError(f"head 'halving' needs hidden >= 4 (widths h/2, h/4), got {hidden}")
+    if readout == "histograph" and hidden % HISTOGRAPH_HEADS:
+        raise ValueError(f"hidden ({hidden}) must be divisible by the {HISTOGRAPH_HEADS} heads "
+                         "of the histograph readout")
 
 
 def make_conv(model: str, in_channels: int, out_channels: int, *, heads: int = 1,
@@ -41,37 +184,25 @@ def make_conv(model: str, in_channels: int, out_channels: int, *, heads: int = 1
     For attention models with ``concat=True`` each of the ``heads`` heads has
     ``out_channels // heads`` channels, so the output width is ``out_channels``.
     """
-    import torch_geometric.nn as pyg
+    args = ConvArgs(heads=heads, concat=concat, edge_dim=edge_dim, deg=deg, towers=towers)
+    return model_spec(model).build(in_channels, out_channels, args)
 
-    from pyg_agg.nn import GATv2Conv, LCMConv, PNAConv
 
-    if model in ("gat", "gatv2"):
-        cls = pyg.GATConv if model == "gat" else GATv2Conv
-        per_head = out_channels // heads if concat else out_channels
-        return cls(in_channels, per_head, heads=heads, concat=concat, edge_dim=edge_dim)
-    if model == "pna":
-        if deg is None:
-            raise ValueError("model 'pna' needs a degree histogram 'deg'")
-        return PNAConv(in_channels, out_channels, aggregators=list(PNA_AGGREGATORS),
-                       scalers=list(PNA_SCALERS), deg=deg, edge_dim=edge_dim, towers=towers,
-                       pre_layers=1, post_layers=1, divide_input=False)
-    if model == "pna-simple":
-        if deg is None:
-            raise ValueError("model 'pna-simple' needs a degree histogram 'deg'")
-        return PNASimpleConv(in_channels, out_channels, deg)
-    if model == "lcm":
-        return LCMConv(in_channels, out_channels)
-    if model == "gin":
-        mlp = nn.Sequential(nn.Linear(in_channels, out_channels), nn.BatchNorm1d(out_channels),
-                            nn.ReLU(), nn.Linear(out_channels, out_channels))
-        if edge_dim is not None:
-            return pyg.GINEConv(mlp, train_eps=True, edge_dim=edge_dim)
-        return pyg.GINConv(mlp, train_eps=True)
-    if model == "gcn":
-        return pyg.GCNConv(in_channels, out_channels)
-    if model == "sage":
-        return pyg.SAGEConv(in_channels, out_channels)
-    raise ValueError(f"Unknown model {model!r}. Valid models: {', '.join(MODELS)}")
+def build_model(cfg: TrainConfig, task: TaskData) -> nn.Module:
+    """The network for ``cfg.model`` on ``task`` (degree histogram from the train split)."""
+    deg = None
+    if model_spec(cfg.model).needs_degree:
+        from pyg_agg.nn import PNAConv
+
+        graphs = task.dataset[task.split["train"]] if task.level == GRAPH else [task.dataset]
+        deg = PNAConv.get_degree_histogram(graphs)
+    if task.level == GRAPH:
+        return GraphNet(cfg.model, task.num_features, cfg.hidden, task.num_outputs, cfg.layers,
+                        cfg.dropout, cfg.readout, task.ogb_mol, task.edge_dim, heads=cfg.heads,
+                        deg=deg, towers=cfg.towers, head=cfg.head,
+                        dropout_after_residual=cfg.dropout_after_residual)
+    return NodeNet(cfg.model, task.num_features, cfg.hidden, task.num_outputs, cfg.layers,
+                   cfg.dropout, heads=cfg.heads, deg=deg, towers=cfg.towers)
 
 
 class PNASimpleConv(nn.Module):
@@ -158,7 +289,7 @@ class GraphNet(nn.Module):
 
             def edge_encoder(dim: int) -> nn.Module:
                 return nn.Linear(edge_dim, dim)
-        use_edges = edge_dim is not None and model in EDGE_AWARE
+        use_edges = edge_dim is not None and model_spec(model).edge_aware
         self.edge_encoders = nn.ModuleList(
             [edge_encoder(hidden) for _ in range(num_layers)] if use_edges else [])
         self.convs = nn.ModuleList([

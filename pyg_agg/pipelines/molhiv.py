@@ -30,6 +30,7 @@ even so are *invalid*: reported with row number and text, and either an error
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -68,9 +69,9 @@ class InvalidSmilesError(ValueError):
 
     def __init__(self, rows: list[dict[str, Any]]) -> None:
         self.rows = rows
-        listing = "\n  ".join(f"row {r['row']}: {r['smiles']!r} ({r['error']})" for r in rows)
+        listing = "; ".join(f"row {r['row']}: {r['smiles']!r} ({r['error']})" for r in rows)
         super().__init__(f"{len(rows)} SMILES row(s) could not be parsed (0-based data rows; "
-                         f"use on_invalid='skip' to leave them out):\n  {listing}")
+                         f"use on_invalid='skip' to leave them out): {listing}")
 
 
 def _lenient_mol(smiles: str):
@@ -175,6 +176,40 @@ def _featurise(smiles_list: list[str]):
     return graphs, scaffolds, lenient, invalid
 
 
+def _read_smiles_table(path: PathLike, limit: Optional[int]) -> pd.DataFrame:
+    """The CSV as a table; ValueError naming the file when it cannot be one."""
+    try:
+        table = pd.read_csv(path, nrows=limit)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"smiles_csv {path} does not exist") from None
+    except gzip.BadGzipFile:
+        raise ValueError(f"smiles_csv {path} is named like a gzip file but is not "
+                         "gzip-compressed") from None
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"smiles_csv {path} is empty") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as err:
+        reason = (str(err).strip().splitlines() or [""])[0]
+        raise ValueError(f"smiles_csv {path} is not a readable CSV ({reason})") from None
+    if table.empty:
+        raise ValueError(f"smiles_csv {path} has a header but no data rows")
+    return table
+
+
+def _check_labels(table: pd.DataFrame, labels: list[str], task_type: str,
+                  path: PathLike) -> None:
+    """Labels must be numbers (empty = missing), and 0/1 for binary classification."""
+    for column in labels:
+        values = pd.to_numeric(table[column], errors="coerce")
+        bad = values.isna() & table[column].notna()
+        if task_type == "binary classification":
+            bad |= values.notna() & ~values.isin((0, 1))
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            expected = "0, 1" if task_type == "binary classification" else "a number"
+            raise ValueError(f"label column {column!r} of {path} must hold {expected} or be empty; "
+                             f"data row {row} holds {table[column].tolist()[row]!r}")
+
+
 def _write_csv(frame: Any, path: Path) -> None:
     pd.DataFrame(frame).to_csv(path, header=False, index=False, compression="gzip")
 
@@ -210,7 +245,7 @@ def build_ogb(smiles_csv: PathLike, name: str = "ogbg-molhiv", root: PathLike = 
         raise ValueError(f"on_invalid must be 'error' or 'skip', got {on_invalid!r}")
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be a positive integer, got {limit}")
-    table = pd.read_csv(smiles_csv, nrows=limit)
+    table = _read_smiles_table(smiles_csv, limit)
     if smiles_column not in table.columns:
         raise ValueError(f"smiles_column {smiles_column!r} not in the CSV columns "
                          f"{list(table.columns)}")
@@ -219,10 +254,12 @@ def build_ogb(smiles_csv: PathLike, name: str = "ogbg-molhiv", root: PathLike = 
     if missing or not labels:
         raise ValueError(f"label_columns {missing or labels} not usable; CSV columns: "
                          f"{list(table.columns)}")
-    num_tasks = int(ogb_master(GRAPH)[name]["num tasks"])
+    meta = ogb_master(GRAPH)[name]
+    num_tasks = int(meta["num tasks"])
     if len(labels) != num_tasks:
         raise ValueError(f"{name} has {num_tasks} task(s) but label_columns gives "
                          f"{len(labels)}: {labels}")
+    _check_labels(table, labels, meta["task type"], smiles_csv)
     out = Path(root) / name.replace("-", "_")
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists; pass overwrite=True (--overwrite) to rebuild it")
@@ -233,6 +270,10 @@ def build_ogb(smiles_csv: PathLike, name: str = "ogbg-molhiv", root: PathLike = 
     keep = [i for i, g in enumerate(graphs) if g is not None]
     kept_graphs = [graphs[i] for i in keep]
     split_idx = scaffold_split([scaffolds[i] for i in keep])
+    if not all(split_idx.values()):
+        sizes = " / ".join(f"{part} {len(idx)}" for part, idx in split_idx.items())
+        raise ValueError(f"the {split} split of {len(keep)} molecule(s) leaves a split empty "
+                         f"({sizes}); every split needs a molecule: use more rows (limit)")
 
     tmp = out.with_name(out.name + ".building")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -1,5 +1,11 @@
 """The training loop behind ``pyg-agg train``.
 
+The job is split by concern: settings and their validation in
+:mod:`~pyg_agg.pipelines.config`, networks in :mod:`~pyg_agg.pipelines.models`,
+checkpoints and RNG state in :mod:`~pyg_agg.pipelines.checkpoint`, CSV, curves and
+summary in :mod:`~pyg_agg.pipelines.report`, the ``--out`` folder in
+:mod:`~pyg_agg.pipelines.run_folder`; this module is the loop.
+
 :func:`run_training` trains ``cfg.runs`` independent runs (seeds ``seed``,
 ``seed + 1``, ...) and writes, under ``cfg.out``::
 
@@ -11,202 +17,49 @@
     run0/curves.png    loss and metrics per epoch
     summary.json       per-run results at the best validation epoch, mean and std
 
+A folder that already holds a run is refused unless ``cfg.resume`` or
+``cfg.overwrite`` is set, and a lock keeps a second job out while one writes (see
+:mod:`pyg_agg.pipelines.run_folder`).
+
 Resuming (``cfg.resume``) restarts every run from its ``last.pt``; an unfinished
 epoch is redone from the saved state. Shuffling uses a generator seeded by
 ``(seed, epoch)`` and the global RNG states are restored, so on CPU a killed and
 resumed run ends with exactly the metrics of an uninterrupted one. Checkpoints are
 written to a temporary file and renamed (a crash never leaves a torn ``last.pt``)
-and loaded with ``torch.load(weights_only=True)``.
+and loaded with ``torch.load(weights_only=True)``. Every checkpoint is read and
+checked against the settings before the dataset is loaded: a corrupt one, or a
+changed setting, fails at once and names the file and the setting.
 
 The train metric is computed from the predictions made during the training epoch
 (train mode, dropout on), which avoids a second pass over the training set.
 """
 from __future__ import annotations
 
-import csv
-import dataclasses
-import json
+import contextlib
 import math
-import os
-import random
-import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from pyg_agg.pipelines import distributed as D
-from pyg_agg.pipelines.data import (
-    BINARY,
-    GRAPH,
-    MULTICLASS,
-    NODE,
-    TaskData,
-    canonical_name,
-    dataset_level,
-    load_dataset,
-)
-from pyg_agg.pipelines.models import (
-    DEGREE_MODELS,
-    HEADS,
-    MODELS,
-    READOUTS,
-    GraphNet,
-    NodeNet,
-)
+from pyg_agg.pipelines.checkpoint import resume_checkpoints, rng_state, save_atomic, seed_everything, set_rng_state
+from pyg_agg.pipelines.config import TrainConfig
+from pyg_agg.pipelines.data import BINARY, GRAPH, MULTICLASS, NODE, TaskData, load_dataset
+from pyg_agg.pipelines.models import build_model
+from pyg_agg.pipelines.report import epoch_line, format_table, plot_curves, summarize, write_json, write_metrics_csv
+from pyg_agg.pipelines.run_folder import claim_run_folder
 
-SCHEDULERS = ("none", "plateau", "cosine")
 #: ``plateau`` halves the learning rate after this many epochs without a better
 #: validation metric (the PNA OGB recipe's setting).
 PLATEAU_PATIENCE = 20
-#: Settings that may change between a run and its resumption.
-RESUMABLE_CHANGES = {"epochs", "runs", "resume", "out", "workers", "device", "root"}
 
-
-@dataclass
-class TrainConfig:
-    """Everything a training job needs; :meth:`validate` checks it before any work."""
-
-    dataset: str
-    model: str
-    readout: Optional[str] = None
-    hidden: int = 64
-    layers: int = 3
-    heads: int = 1
-    towers: int = 1
-    head: str = "mlp"
-    dropout: float = 0.5
-    dropout_after_residual: bool = False
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    batch_size: int = 32
-    num_neighbors: Optional[list[int]] = None
-    epochs: int = 100
-    runs: int = 1
-    seed: int = 0
-    scheduler: str = "none"
-    min_lr: float = 1e-5
-    device: str = "auto"
-    workers: int = 0
-    root: Optional[str] = None
-    out: str = "runs/default"
-    resume: bool = False
-    deterministic: bool = False
-
-    def validate(self) -> TrainConfig:
-        """Raises ValueError naming the first bad setting; normalises names in place."""
-        self.dataset = canonical_name(self.dataset)
-        level = dataset_level(self.dataset)
-        if self.model not in MODELS:
-            raise ValueError(f"Unknown model {self.model!r}. Valid models: {', '.join(MODELS)}")
-        if level == GRAPH:
-            self.readout = self.readout or "mean"
-            if self.readout not in READOUTS:
-                raise ValueError(f"Unknown readout {self.readout!r}. "
-                                 f"Valid readouts: {', '.join(READOUTS)}")
-            if self.num_neighbors is not None:
-                raise ValueError("num_neighbors applies to node-level datasets only")
-            if self.head not in HEADS:
-                raise ValueError(f"Unknown head {self.head!r}. Valid heads: {', '.join(HEADS)}")
-            if self.head == "halving" and self.hidden < 4:
-                raise ValueError(f"head 'halving' needs hidden >= 4 (widths h/2, h/4), got "
-                                 f"{self.hidden}")
-        elif self.readout is not None:
-            raise ValueError(f"readout applies to graph-level datasets; {self.dataset} is "
-                             "node-level")
-        positive = {"hidden": self.hidden, "layers": self.layers, "heads": self.heads,
-                    "towers": self.towers, "batch_size": self.batch_size,
-                    "epochs": self.epochs, "runs": self.runs}
-        for name, value in positive.items():
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise ValueError(f"lr must be a positive finite number, got {self.lr}")
-        if not 0 <= self.min_lr <= self.lr:
-            raise ValueError(f"min_lr must be in [0, lr={self.lr}], got {self.min_lr}")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
-        if self.workers < 0:
-            raise ValueError(f"workers must be >= 0, got {self.workers}")
-        if self.scheduler not in SCHEDULERS:
-            raise ValueError(f"Unknown scheduler {self.scheduler!r}. "
-                             f"Valid schedulers: {', '.join(SCHEDULERS)}")
-        if self.model in ("gat", "gatv2") and self.hidden % self.heads:
-            raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
-        if self.readout == "histograph" and self.hidden % 4:
-            raise ValueError(f"hidden ({self.hidden}) must be divisible by the 4 heads of the "
-                             "histograph readout")
-        if self.model == "pna" and self.hidden % self.towers:
-            raise ValueError(f"hidden ({self.hidden}) must be divisible by towers "
-                             f"({self.towers})")
-        if self.num_neighbors is not None:
-            if len(self.num_neighbors) != self.layers:
-                raise ValueError(f"num_neighbors needs one fan-out per layer ({self.layers}), "
-                                 f"got {self.num_neighbors}")
-            import torch_geometric.typing as pyg_typing
-
-            if not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE):
-                raise ImportError("num_neighbors (NeighborLoader mini-batches) needs pyg-lib "
-                                  "or torch-sparse; neither is installed")
-        if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
-            raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {self.device!r}")
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"device {self.device!r} requested but CUDA is not available")
-        return self
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def _rng_state() -> dict[str, Any]:
-    _, keys, pos, has_gauss, gauss = np.random.get_state()
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
-             "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                       "has_gauss": int(has_gauss), "gauss": float(gauss)}}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    np_state = state["numpy"]
-    np.random.set_state(("MT19937", np_state["keys"].numpy().astype(np.uint32),
-                         np_state["pos"], np_state["has_gauss"], np_state["gauss"]))
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def save_atomic(obj: Any, path: Path) -> None:
-    """``torch.save`` to a temporary file in the same folder, then rename over ``path``."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def load_checkpoint(path: Path) -> dict[str, Any]:
-    """Loads a checkpoint written by this module (``weights_only=True``)."""
-    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def _loss(task: str, out: Tensor, y: Tensor) -> Tensor:
@@ -224,26 +77,6 @@ def _improved(value: float, best: Optional[float], higher_is_better: bool) -> bo
     if best is None:
         return True
     return value > best if higher_is_better else value < best
-
-
-# ------------------------------------------------------------------ model
-
-
-def build_model(cfg: TrainConfig, task: TaskData) -> nn.Module:
-    """The network for ``cfg.model`` on ``task`` (PNA's degree histogram from train data)."""
-    deg = None
-    if cfg.model in DEGREE_MODELS:
-        from pyg_agg.nn import PNAConv
-
-        graphs = task.dataset[task.split["train"]] if task.level == GRAPH else [task.dataset]
-        deg = PNAConv.get_degree_histogram(graphs)
-    if task.level == GRAPH:
-        return GraphNet(cfg.model, task.num_features, cfg.hidden, task.num_outputs, cfg.layers,
-                        cfg.dropout, cfg.readout, task.ogb_mol, task.edge_dim, heads=cfg.heads,
-                        deg=deg, towers=cfg.towers, head=cfg.head,
-                        dropout_after_residual=cfg.dropout_after_residual)
-    return NodeNet(cfg.model, task.num_features, cfg.hidden, task.num_outputs, cfg.layers,
-                   cfg.dropout, heads=cfg.heads, deg=deg, towers=cfg.towers)
 
 
 def _scheduler(cfg: TrainConfig, optimizer: torch.optim.Optimizer, higher_is_better: bool):
@@ -375,47 +208,10 @@ class _Runner:
 # ------------------------------------------------------------------ runs
 
 
-def _write_csv(path: Path, history: list[dict[str, Any]]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(history[0]))
-        writer.writeheader()
-        writer.writerows(history)
-    os.replace(tmp, path)
-
-
-def plot_curves(history: list[dict[str, Any]], metric: str, path: Path) -> None:
-    """Loss and train/valid/test metric per epoch, saved as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    epochs = [row["epoch"] for row in history]
-    fig, (ax_loss, ax_metric) = plt.subplots(1, 2, figsize=(10, 4))
-    ax_loss.plot(epochs, [row["loss"] for row in history])
-    ax_loss.set(xlabel="epoch", ylabel="training loss")
-    for split in ("train", "valid", "test"):
-        ax_metric.plot(epochs, [row[split] for row in history], label=split)
-    ax_metric.set(xlabel="epoch", ylabel=metric)
-    ax_metric.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def _check_resumable(saved: dict[str, Any], cfg: TrainConfig) -> None:
-    now = cfg.to_dict()
-    # Settings added after the checkpoint was written count as their defaults.
-    defaults = TrainConfig(dataset="", model="").to_dict()
-    changed = [k for k in now
-               if k not in RESUMABLE_CHANGES and saved.get(k, defaults[k]) != now[k]]
-    if changed:
-        raise ValueError(f"cannot resume: settings differ from the checkpoint: {changed}")
-
-
-def train_run(cfg: TrainConfig, task: TaskData, run: int, ctx: D.DistContext) -> dict[str, Any]:
-    """Trains (or resumes) one run; returns its result at the best validation epoch."""
+def train_run(cfg: TrainConfig, task: TaskData, run: int, ctx: D.DistContext,
+              ckpt: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """Trains one run, or resumes it from ``ckpt`` (see :func:`resume_checkpoints`);
+    returns its result at the best validation epoch."""
     run_dir = Path(cfg.out) / f"run{run}"
     last_path, best_path = run_dir / "last.pt", run_dir / "best.pt"
     seed = cfg.seed + run
@@ -429,21 +225,19 @@ def train_run(cfg: TrainConfig, task: TaskData, run: int, ctx: D.DistContext) ->
     wall = 0.0
     if ctx.distributed:
         seed_everything(seed + 7919 * ctx.rank)  # different dropout masks per rank
-    if cfg.resume and last_path.exists():
-        ckpt = load_checkpoint(last_path)
-        _check_resumable(ckpt["config"], cfg)
+    if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         if scheduler is not None:
             scheduler.load_state_dict(ckpt["scheduler"])
         history, best, wall = ckpt["history"], ckpt["best"], ckpt["wall_s"]
         start = ckpt["epoch"] + 1
-        _set_rng_state(ckpt["rng"])
+        set_rng_state(ckpt["rng"])
     if ctx.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         config = {**cfg.to_dict(), "run": run, "run_seed": seed, "world_size": ctx.world_size,
                   "num_parameters": sum(p.numel() for p in model.parameters())}
-        (run_dir / "config.json").write_text(json.dumps(config, indent=2))
+        write_json(run_dir / "config.json", config)
     net = model
     if ctx.distributed:
         ids = [ctx.device.index] if ctx.device.type == "cuda" else None
@@ -477,11 +271,9 @@ def train_run(cfg: TrainConfig, task: TaskData, run: int, ctx: D.DistContext) ->
             save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                          "scheduler": None if scheduler is None else scheduler.state_dict(),
                          "epoch": epoch, "history": history, "best": best, "wall_s": wall,
-                         "rng": _rng_state(), "config": cfg.to_dict()}, last_path)
-            _write_csv(run_dir / "metrics.csv", history)
-            tqdm.write(f"run {run} epoch {epoch:3d} | loss {loss:.4f} | {task.metric} "
-                       f"train {train_metric:.4f} valid {scores['valid']:.4f} "
-                       f"test {scores['test']:.4f} | {seconds:.1f}s")
+                         "rng": rng_state(), "config": cfg.to_dict()}, last_path)
+            write_metrics_csv(run_dir / "metrics.csv", history)
+            tqdm.write(epoch_line(run, row, task.metric))
         D.barrier(ctx)
     if ctx.is_main and history:
         plot_curves(history, task.metric, run_dir / "curves.png")
@@ -491,49 +283,33 @@ def train_run(cfg: TrainConfig, task: TaskData, run: int, ctx: D.DistContext) ->
             "wall_s": round(wall, 2)}
 
 
-def summarize(results: list[dict[str, Any]], task: TaskData) -> dict[str, Any]:
-    """Mean and (sample) standard deviation over runs of the best-validation metrics."""
-    summary: dict[str, Any] = {"dataset": task.name, "metric": task.metric,
-                               "higher_is_better": task.higher_is_better, "runs": results}
-    for split in ("train", "valid", "test"):
-        values = [r[split] for r in results]
-        summary[split] = {"mean": statistics.fmean(values),
-                          "std": statistics.stdev(values) if len(values) > 1 else 0.0}
-    return summary
-
-
-def format_table(summary: dict[str, Any]) -> str:
-    runs = summary["runs"]
-    lines = [f"{summary['dataset']}: {summary['metric']} at best validation epoch, "
-             f"{len(runs)} run(s)",
-             f"{'split':<6} {'mean':>8}   {'std':>7}"]
-    for split in ("train", "valid", "test"):
-        s = summary[split]
-        lines.append(f"{split:<6} {s['mean']:8.4f} ± {s['std']:7.4f}")
-    return "\n".join(lines)
-
-
 def run_training(cfg: TrainConfig) -> dict[str, Any]:
     """Validates ``cfg``, trains all runs, writes ``summary.json``; returns the summary."""
     cfg.validate()
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(cfg.deterministic or was_deterministic)
     ctx = D.setup(cfg.device)
+    out = Path(cfg.out)
+    # only rank 0 writes, so only rank 0 locks; the others wait for its checks
+    claim = (claim_run_folder(out, cfg.resume, cfg.overwrite) if ctx.is_main
+             else contextlib.nullcontext())
     try:
-        # rank 0 first: it may write the cached copy and processed files the others read
-        task = load_dataset(cfg.dataset, cfg.root) if ctx.is_main else None
-        D.barrier(ctx)
-        if task is None:
-            task = load_dataset(cfg.dataset, cfg.root)
-        results = [train_run(cfg, task, run, ctx) for run in range(cfg.runs)]
-        summary = summarize(results, task)
-        summary["config"] = cfg.to_dict()
-        if ctx.is_main:
-            out = Path(cfg.out)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "summary.json").write_text(json.dumps(summary, indent=2))
-            print(format_table(summary))
-        return summary
+        with claim:
+            D.barrier(ctx)
+            checkpoints = resume_checkpoints(cfg)  # a bad checkpoint fails before the data load
+            # rank 0 first: it may write the cached copy and processed files the others read
+            task = load_dataset(cfg.dataset, cfg.root) if ctx.is_main else None
+            D.barrier(ctx)
+            if task is None:
+                task = load_dataset(cfg.dataset, cfg.root)
+            results = [train_run(cfg, task, run, ctx, ckpt)
+                       for run, ckpt in enumerate(checkpoints)]
+            summary = summarize(results, task)
+            summary["config"] = cfg.to_dict()
+            if ctx.is_main:
+                write_json(out / "summary.json", summary)
+                print(format_table(summary))
+            return summary
     finally:
         D.teardown(ctx)
         torch.use_deterministic_algorithms(was_deterministic)

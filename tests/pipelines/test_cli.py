@@ -35,6 +35,7 @@ def test_missing_dataset_says_where_files_were_expected(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "ogbn_products/raw/edge.csv.gz" in err and "split/sales_ranking" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_build_ogb_rejects_unknown_name(tmp_path, capsys):

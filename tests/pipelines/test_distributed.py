@@ -7,7 +7,10 @@ import sys
 
 import torch
 
-from pyg_agg.pipelines.train import TrainConfig, build_model, load_checkpoint, load_dataset
+from pyg_agg.pipelines.checkpoint import load_checkpoint
+from pyg_agg.pipelines.config import TrainConfig
+from pyg_agg.pipelines.data import load_dataset
+from pyg_agg.pipelines.models import build_model
 
 
 def _free_port() -> int:
@@ -25,7 +28,7 @@ def test_torchrun_two_processes_one_epoch(shared_data, cache_dir, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert sorted(p.name for p in out.iterdir()) == ["run0", "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".lock", "run0", "summary.json"]
     config = json.loads((out / "run0" / "config.json").read_text())
     assert config["world_size"] == 2
     assert proc.stdout.count("MUTAG: acc at best validation epoch") == 1  # rank 0 prints

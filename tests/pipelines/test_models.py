@@ -87,3 +87,26 @@ def _data(x, edge_index):
     from torch_geometric.data import Batch, Data
 
     return Batch.from_data_list([Data(x=x, edge_index=edge_index)])
+
+
+def test_a_new_model_is_one_registry_entry(monkeypatch, tmp_path, capsys):
+    from torch_geometric.nn import GraphConv
+
+    from pyg_agg.cli import main
+    from pyg_agg.pipelines.models import MODELS, ModelSpec
+
+    built = []
+
+    def graph_conv(in_channels, out_channels, args):
+        built.append((in_channels, out_channels))
+        return GraphConv(in_channels, out_channels)
+
+    monkeypatch.setitem(MODELS, "graphconv", ModelSpec(graph_conv, divides_hidden="heads"))
+    argv = ["train", "--dataset", "synthetic-sbm", "--model", "graphconv", "--hidden", "8",
+            "--layers", "2", "--epochs", "1", "--out", str(tmp_path / "run")]
+    assert main(argv) == 0
+    assert built == [(16, 8), (8, 4)]  # 16 features -> hidden -> 4 classes
+    # the entry's constraint is checked before any work
+    assert main([*argv[:-1], str(tmp_path / "other"), "--heads", "3"]) == 2
+    assert "hidden (8) must be divisible by heads (3)" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()

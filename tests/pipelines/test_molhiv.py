@@ -110,7 +110,10 @@ def _write_csv(path, rows):
 
 def test_invalid_rows_are_reported_never_dropped_silently(tmp_path, capsys):
     csv_path = tmp_path / "mols.csv.gz"
-    _write_csv(csv_path, [("CCO", 1), ("C1CC(", 0), ("c1ccccc1", 0), ("not_a_smiles", 1)])
+    # acyclic molecules share the empty scaffold: with two ring scaffolds, no split is empty
+    acyclic = [("CC", 0), ("CCC", 1), ("CCCC", 0), ("CCN", 1), ("CCCl", 0), ("CO", 1), ("CN", 0)]
+    _write_csv(csv_path, [("CCO", 1), ("C1CC(", 0), ("c1ccccc1", 0), ("not_a_smiles", 1),
+                          *acyclic, ("C1CCCCC1", 1)])
     with pytest.raises(InvalidSmilesError) as err:
         build_ogb(csv_path, "ogbg-molbace", root=tmp_path / "a")
     assert [r["row"] for r in err.value.rows] == [1, 3]
@@ -123,7 +126,7 @@ def test_invalid_rows_are_reported_never_dropped_silently(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "row 1: C1CC(" in printed and "row 3: not_a_smiles" in printed
     mapping = pd.read_csv(tmp_path / "b" / "ogbg_molbace" / "mapping" / "mol.csv.gz")
-    assert mapping.source_row.tolist() == [0, 2]
+    assert mapping.source_row.tolist() == [0, 2, *range(4, 12)]
 
 
 def test_label_columns_must_match_the_datasets_tasks(tmp_path):
@@ -131,3 +134,39 @@ def test_label_columns_must_match_the_datasets_tasks(tmp_path):
     _write_csv(csv_path, [("CCO", 1)])
     with pytest.raises(ValueError, match="ogbg-moltox21 has 12 task"):
         build_ogb(csv_path, "ogbg-moltox21", root=tmp_path)
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("plain.csv.gz", b"smiles,label\nCCO,1\n", "is named like a gzip file but is not gzip"),
+    ("empty.csv", b"", "is empty"),
+    ("header.csv", b"smiles,label\n", "has a header but no data rows"),
+    ("binary.csv", bytes(range(128, 256)) * 4, "is not a readable CSV"),
+    ("word.csv", b"smiles,label\nCCO,1\nCC,active\n",
+     "must hold 0, 1 or be empty; data row 1 holds 'active'"),
+    ("two.csv", b"smiles,label\nCCO,1\nCC,2\n", "data row 1 holds 2"),
+])
+def test_unusable_csv_fails_in_one_line_before_writing(tmp_path, capsys, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    code = main(["build-ogb", "--smiles", str(path), "--name", "ogbg-molbace",
+                 "--root", str(tmp_path / "root")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and str(path) in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "root").exists()
+
+
+def test_regression_labels_must_be_numbers(tmp_path):
+    path = tmp_path / "esol.csv"
+    path.write_text("smiles,logS\nCCO,-0.77\nCC,\nCCC,soluble\n")
+    with pytest.raises(ValueError, match="must hold a number or be empty; data row 2 holds 'soluble'"):
+        build_ogb(path, "ogbg-molesol", root=tmp_path)
+
+
+def test_a_limit_that_empties_a_split_is_refused(hiv_csv, tmp_path, capsys):
+    code = main(["build-ogb", "--smiles", str(hiv_csv), "--limit", "5",
+                 "--root", str(tmp_path)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "leaves a split empty (train 4 / valid 0 / test 1)" in err
+    assert not (tmp_path / "ogbg_molhiv").exists()

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from pyg_agg.pipelines.config import TrainConfig
 from pyg_agg.pipelines.data import load_dataset, ogb_master
-from pyg_agg.pipelines.train import TrainConfig, run_training
+from pyg_agg.pipelines.train import run_training
 
 
 def _write_csv(path: Path, rows: np.ndarray, fmt: str) -> None:

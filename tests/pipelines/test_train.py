@@ -1,12 +1,17 @@
 """Training artefacts, OGB metrics, and exact kill-and-resume on CPU."""
 import csv
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
 from pyg_agg.pipelines import train as train_module
-from pyg_agg.pipelines.train import TrainConfig, load_checkpoint, run_training
+from pyg_agg.pipelines.checkpoint import check_resumable, load_checkpoint
+from pyg_agg.pipelines.config import TrainConfig
+from pyg_agg.pipelines.data import load_dataset
+from pyg_agg.pipelines.models import build_model
+from pyg_agg.pipelines.train import run_training
 
 
 def _rows(path):
@@ -43,8 +48,8 @@ def test_ogb_graph_task_scored_by_ogb_evaluator(shared_data, cache_dir, tmp_path
     summary = run_training(cfg)
     assert summary["metric"] == "rmse" and not summary["higher_is_better"]
     # reload the best weights and recompute validation RMSE by hand
-    task = train_module.load_dataset("ogbg-molesol", str(shared_data))
-    model = train_module.build_model(cfg, task)
+    task = load_dataset("ogbg-molesol", str(shared_data))
+    model = build_model(cfg, task)
     model.load_state_dict(load_checkpoint(tmp_path / "esol/run0/best.pt")["model"])
     model.eval()
     from torch_geometric.loader import DataLoader
@@ -101,9 +106,9 @@ def test_resume_refuses_changed_settings(tmp_path):
 def test_resume_treats_settings_newer_than_the_checkpoint_as_defaults():
     cfg = TrainConfig(dataset="synthetic-sbm", model="sage")
     saved = {k: v for k, v in cfg.to_dict().items() if k not in ("head", "min_lr")}
-    train_module._check_resumable(saved, cfg)  # an older checkpoint: no error
-    with pytest.raises(ValueError, match="head"):
-        train_module._check_resumable({**saved, "head": "halving"}, cfg)
+    check_resumable(saved, cfg, Path("last.pt"))  # an older checkpoint: no error
+    with pytest.raises(ValueError, match="head was 'halving', now 'mlp'"):
+        check_resumable({**saved, "head": "halving"}, cfg, Path("last.pt"))
 
 
 def test_missing_labels_are_left_out_of_the_loss():
