@@ -93,12 +93,13 @@ def resolve_device(name: str) -> torch.device:
 
 
 def git_commit() -> str:
-    """HEAD of the checkout the package runs from, ``+dirty`` with uncommitted changes."""
+    """HEAD of the checkout the package runs from, ``+dirty`` with uncommitted changes
+    to the code (``pyg_agg/``, ``examples/``; docs and results do not count)."""
     try:
         head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
                               capture_output=True, text=True, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain",
-                                "--untracked-files=no"],
+                                "--untracked-files=no", "--", "pyg_agg", "examples"],
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
