@@ -4,9 +4,10 @@ See :mod:`pyg_agg.pipelines.dictionary_lookup` and docs/gatv2.md.
 
     python examples/dictionary_lookup.py                 # the full protocol
     python examples/dictionary_lookup.py --resume        # continue it after a kill
-    python examples/dictionary_lookup.py --budget small --out runs/lookup_small  # a check run
+    python examples/dictionary_lookup.py --budget small  # a check run of seconds
 
-Writes docs/results/dictionary_lookup.json and the table in docs/gatv2.md.
+The full budget writes docs/results/dictionary_lookup.json and the table in
+docs/gatv2.md; the small one writes runs/dictionary_lookup-small/results.json only.
 """
 import sys
 

@@ -4,9 +4,10 @@ See :mod:`pyg_agg.pipelines.lcm_second_min` and docs/lcm.md.
 
     python examples/lcm_second_min.py                    # the full protocol
     python examples/lcm_second_min.py --resume           # continue it after a kill
-    python examples/lcm_second_min.py --budget small --out runs/lcm_small  # a check run
+    python examples/lcm_second_min.py --budget small     # a check run of seconds
 
-Writes docs/results/lcm_second_min.json and the table in docs/lcm.md.
+The full budget writes docs/results/lcm_second_min.json and the table in docs/lcm.md;
+the small one writes runs/lcm_second_min-small/results.json only.
 """
 import sys
 

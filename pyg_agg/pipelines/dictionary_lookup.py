@@ -177,10 +177,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             def finished(history: list[dict[str, float]]) -> bool:
                 return history[-1]["train"] == 1.0 or stalled(history, s.stop_patience)
 
-            result = study.unit(f"{name}, k={k}", s.seed, build, train_epoch, evaluate,
-                                s.max_epochs, finished)
-            details[name][f"k={k}"] = {key: result.pop(key) for key in ("epochs", "parameters")}
-            ours[name][f"k={k}"] = result
+            ours[name][f"k={k}"], details[name][f"k={k}"] = study.unit(
+                f"{name}, k={k}", s.seed, build, train_epoch, evaluate, s.max_epochs, finished)
     paper = {name: {f"k={k}": PAPER_GATV2 for k in s.ks}
              for name in ("GATv2, 1 head", "GATv2 (PyG), 1 head")}
     return study.write_results(paper, ours, details)

@@ -181,9 +181,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             return {condition: exact_match(trainee.model, loader, s.num_bits, device)
                     for condition, loader in eval_loaders.items()}
 
-        result = study.unit(name, s.seed, build, train_epoch, evaluate, s.epochs)
-        details[name] = {key: result.pop(key) for key in ("epochs", "parameters")}
-        ours[name] = result
+        ours[name], details[name] = study.unit(name, s.seed, build, train_epoch, evaluate,
+                                               s.epochs)
     return study.write_results(PAPER, ours, details)
 
 

@@ -178,19 +178,20 @@ class Study:
              train_epoch: Callable[[Trainee, int], dict[str, float]],
              evaluate: Callable[[Trainee], dict[str, Any]], max_epochs: int,
              finished: Callable[[list[dict[str, float]]], bool] = lambda history: False,
-             ) -> dict[str, Any]:
-        """Trains (or resumes, or just reads) one unit and returns its result.
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Trains (or resumes, or just reads) one unit; returns its scores and details.
 
         ``train_epoch(trainee, epoch)`` runs epoch ``epoch`` (from 1) and returns
         its metrics; training stops after ``max_epochs`` or once
-        ``finished(history)``. ``evaluate(trainee)`` gives the unit's result,
-        stored in the checkpoint with ``epochs`` (epochs trained) and
-        ``parameters`` (number of model parameters) added.
+        ``finished(history)``. The scores are ``evaluate(trainee)`` after the last
+        epoch; the details are ``epochs`` (epochs trained), ``parameters`` (of the
+        model) and ``last_epoch`` (the last epoch's metrics). Both are stored in
+        the unit's checkpoint, so a finished unit is not evaluated again.
         """
         path = self.out / f"{_file_name(key)}.pt"
         saved = load_checkpoint(path) if path.exists() else None
         if saved is not None and saved["result"] is not None:
-            return saved["result"]
+            return saved["result"]["scores"], saved["result"]["details"]
         seed_everything(seed)
         trainee = build()
         history: list[dict[str, float]] = []
@@ -212,8 +213,10 @@ class Study:
             epoch = len(history) + 1
             history.append(train_epoch(trainee, epoch))
             if epoch == max_epochs or finished(history):
-                result = {**evaluate(trainee), "epochs": epoch,
-                          "parameters": sum(p.numel() for p in trainee.model.parameters())}
+                parameters = sum(p.numel() for p in trainee.model.parameters())
+                result = {"scores": evaluate(trainee),
+                          "details": {"epochs": epoch, "parameters": parameters,
+                                      "last_epoch": history[-1]}}
             save_atomic({"model": trainee.model.state_dict(),
                          "optimizer": trainee.optimizer.state_dict(),
                          "scheduler": None if trainee.scheduler is None
@@ -224,7 +227,7 @@ class Study:
             bar.set_postfix({name: f"{value:.4g}" for name, value in history[-1].items()})
             bar.update(1)
         bar.close()
-        return result
+        return result["scores"], result["details"]
 
     def write_results(self, paper: dict[str, Any], ours: dict[str, Any],
                       details: dict[str, Any]) -> dict[str, Any]:

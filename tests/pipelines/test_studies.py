@@ -65,6 +65,27 @@ def test_paused_and_resumed_run_gives_the_same_numbers(name, tmp_path):
     assert resumed["command"] == resumed["sessions"][0]["command"]
 
 
+def test_run_killed_inside_an_epoch_resumes_to_the_same_numbers(tmp_path, monkeypatch):
+    models = ["--models", "LCM + permutation"]
+    straight = run("lcm_second_min", tmp_path, *models, out="straight", results="straight.json")
+    score = lcm_second_min.exact_match
+    calls = []
+
+    def crash_in_second_epoch(*args):
+        calls.append(1)
+        if len(calls) == 2:  # epoch 2 trained, its checkpoint not yet written
+            raise KeyboardInterrupt
+        return score(*args)
+
+    monkeypatch.setattr(lcm_second_min, "exact_match", crash_in_second_epoch)
+    with pytest.raises(KeyboardInterrupt):
+        run("lcm_second_min", tmp_path, *models, out="killed", results="killed.json")
+    monkeypatch.setattr(lcm_second_min, "exact_match", score)
+    resumed = run("lcm_second_min", tmp_path, *models, "--resume", out="killed",
+                  results="killed.json")
+    assert resumed["ours"] == straight["ours"] and resumed["details"] == straight["details"]
+
+
 def test_resume_refuses_changed_settings_in_one_line(tmp_path):
     run("dictionary_lookup", tmp_path, "--stop-after-epochs", "1")
     with pytest.raises(ValueError) as err:
