@@ -128,6 +128,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     overrides = {key: tuple(value) for key, value in (("models", args.models), ("ks", args.k))
                  if value}
     settings = replace(BUDGETS[args.budget], seed=args.seed, **overrides)
+    if min(settings.ks) < 2:
+        raise ValueError(f"--k values must be integers >= 2, got {list(settings.ks)}")
     study = Study(NAME, DOCS_PAGE, settings, args)
     device = resolve_device(args.device)
     s = settings

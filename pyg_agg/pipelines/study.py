@@ -224,7 +224,8 @@ class Study:
                          "history": history, "rng": _rng_state(), "result": result}, path)
             if self.epochs_left is not None:
                 self.epochs_left -= 1
-            bar.set_postfix({name: f"{value:.4g}" for name, value in history[-1].items()})
+            bar.set_postfix_str(", ".join(f"{name} {value:.4g}"
+                                          for name, value in history[-1].items()))
             bar.update(1)
         bar.close()
         return result["scores"], result["details"]

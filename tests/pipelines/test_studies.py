@@ -101,9 +101,14 @@ def test_existing_run_needs_resume(tmp_path):
         run("dictionary_lookup", tmp_path)
 
 
-def test_bad_stop_after_epochs_is_named(tmp_path):
-    with pytest.raises(ValueError, match="--stop-after-epochs must be a positive integer"):
-        run("dictionary_lookup", tmp_path, "--stop-after-epochs", "0")
+@pytest.mark.parametrize("argv,match", [
+    (["--stop-after-epochs", "0"], "--stop-after-epochs must be a positive integer"),
+    (["--k", "1", "5"], r"--k values must be integers >= 2, got \[1, 5\]"),
+])
+def test_bad_options_are_named_before_any_run(argv, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        run("dictionary_lookup", tmp_path, *argv)
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("name", STUDIES)
