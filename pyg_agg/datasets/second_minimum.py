@@ -5,7 +5,15 @@ from collections.abc import Callable
 from typing import Optional
 
 import torch
+from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
+
+
+def integer_bits(values: Tensor, num_bits: int) -> Tensor:
+    """The ``num_bits`` binary digits of each integer, most significant first,
+    as floats: ``[..., num_bits]``."""
+    shifts = torch.arange(num_bits - 1, -1, -1, device=values.device)
+    return ((values.unsqueeze(-1) >> shifts) & 1).float()
 
 
 class SecondMinimum(InMemoryDataset):
@@ -66,8 +74,7 @@ class SecondMinimum(InMemoryDataset):
         generator = torch.Generator().manual_seed(seed)
         sizes = torch.randint(min_size, max_size + 1, (num_sets,), generator=generator)
         values = torch.randint(0, 2 ** num_bits, (int(sizes.sum()),), generator=generator)
-        shifts = torch.arange(num_bits - 1, -1, -1)
-        bits = ((values.unsqueeze(1) >> shifts) & 1).float()
+        bits = integer_bits(values, num_bits)
         # Sorting by (set, value) puts each set's second minimum at offset 1.
         ptr = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)])
         set_ids = torch.repeat_interleave(torch.arange(num_sets), sizes)

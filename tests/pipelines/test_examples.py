@@ -1,6 +1,7 @@
 """The example recipes run through the same pipeline on offline data."""
 import json
 import runpy
+import shlex
 import sys
 from pathlib import Path
 
@@ -61,3 +62,16 @@ def test_pna_molhiv_recipe_runs_on_a_small_mol_set(shared_data, cache_dir, tmp_p
     assert tuple(config[k] for k in recipe) == (
         "pna-simple", "halving", 0.3, True, 0.01, "plateau", 1e-4)
     assert 0.0 <= json.loads((tmp_path / "summary.json").read_text())["test"]["mean"] <= 1.0
+
+
+@pytest.mark.parametrize("example,argv", [
+    ("lcm_second_min.py", ["--models", "LCM"]),
+    ("dictionary_lookup.py", ["--models", "GATv2, 1 head", "--k", "5"]),
+])
+def test_study_examples_run_their_small_budget(example, argv, tmp_path, monkeypatch,
+                                               single_thread):
+    argv = ["--budget", "small", "--out", str(tmp_path / "run"), *argv]
+    assert _run_example(example, argv, monkeypatch) == 0
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["budget"] == "small"
+    assert results["command"] == shlex.join(["python", f"examples/{example}", *argv])

@@ -1,0 +1,339 @@
+"""The harness shared by the paper studies (``examples/lcm_second_min.py``, ...).
+
+A study trains several *units* (one model under one condition, e.g. GATv2 at
+``k = 50``) and writes one results file, ``docs/results/<study>.json``::
+
+    {"study": ..., "budget": "full" | "small",
+     "paper": {model: {condition: value}},   # the numbers the paper reports
+     "ours":  {model: {condition: value}},   # ours, nested the same way
+     "command": ..., "commit": ...,          # of the session that started the run
+     "sessions": [{"command", "commit"}, ...],  # every session, resumptions included
+     "settings": {...}, "details": {model: {...}}}
+
+Under ``--out`` it keeps ``study.json`` (the settings and the sessions) and one
+checkpoint per unit, rewritten atomically after every epoch with the model,
+optimizer, scheduler, history and RNG states. ``--resume`` refuses to start
+when a setting differs from ``study.json`` (one line naming the settings), then
+skips finished units and continues the others from their last epoch. Units are
+seeded on their own and shuffle with a generator seeded by ``(seed, epoch)``,
+so on CPU a killed and resumed run ends with exactly the numbers of an
+uninterrupted one. ``--stop-after-epochs`` ends a session early on purpose.
+
+:func:`update_docs_table` writes the table of a results file into its layer's
+docs page, between ``<!-- study-table: <study> -->`` and ``<!-- /study-table -->``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from pyg_agg.pipelines.train import (
+    _rng_state,
+    _set_rng_state,
+    load_checkpoint,
+    save_atomic,
+    seed_everything,
+)
+
+BUDGETS = ("full", "small")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class StudyPaused(Exception):
+    """Raised when ``--stop-after-epochs`` epochs were trained; every checkpoint is saved."""
+
+
+@dataclass
+class Trainee:
+    """What a unit trains and checkpoints."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Optional[Any] = None
+
+
+def add_study_arguments(parser: argparse.ArgumentParser, name: str, docs_page: str) -> None:
+    """The options every study has; the study adds its ``--models`` and the like."""
+    add = parser.add_argument
+    add("--budget", choices=BUDGETS, default="full",
+        help="full: the paper's protocol; small: a short check run (tests, new machines)")
+    add("--seed", type=int, default=0)
+    add("--out", help=f"checkpoint folder (default runs/{name}, runs/{name}-small)")
+    add("--resume", action="store_true", help="continue the run in --out")
+    add("--stop-after-epochs", type=int, default=None,
+        help="end this session after training this many epochs (resume with --resume)")
+    add("--results", help=f"results file (default docs/results/{name}.json for the full "
+                          "budget, results.json in --out for the small one)")
+    add("--docs", help=f"docs page whose table is regenerated from the results (default "
+                       f"docs/{docs_page} for the full budget, none for the small one; '' for none)")
+    add("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    add("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name != "cpu" and not name.startswith("cuda"):
+        raise ValueError(f"--device must be 'auto', 'cpu' or 'cuda[:N]', got {name!r}")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {name!r} requested but CUDA is not available")
+    return torch.device(name)
+
+
+def git_commit() -> str:
+    """HEAD of the checkout the package runs from, ``+dirty`` with uncommitted changes
+    to the code (``pyg_agg/``, ``examples/``; docs and results do not count)."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain",
+                                "--untracked-files=no", "--", "pyg_agg", "examples"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{head}+dirty" if dirty else head
+
+
+
+
+def epoch_generator(seed: int, epoch: int) -> torch.Generator:
+    """The generator of one epoch's shuffling and augmentation."""
+    return torch.Generator().manual_seed(seed * 100_003 + epoch)
+
+
+def differing_settings(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Names of the settings whose values differ (or exist on one side only)."""
+    return [key for key in sorted(saved.keys() | current.keys())
+            if saved.get(key) != current.get(key)]
+
+
+class Study:
+    """One run of a study: its settings, folder, sessions and units.
+
+    Args:
+        name: The study's name, as in ``docs/results/<name>.json``.
+        docs_page: The page under ``docs/`` with the study's table.
+        settings: A dataclass of everything that decides the numbers.
+        args: As parsed by :func:`run_study`: ``argv`` (recorded as the command run
+            by ``examples/<name>.py``) and the options of :func:`add_study_arguments`:
+            ``budget``, ``out`` (the
+            checkpoint folder), ``resume``, ``stop_after_epochs``, ``results`` and
+            ``docs`` (checked for the table's markers before any training). Only a
+            full-budget run writes to ``docs/`` unless told to.
+    """
+
+    def __init__(self, name: str, docs_page: str, settings: Any,
+                 args: argparse.Namespace) -> None:
+        if args.budget not in BUDGETS:
+            raise ValueError(f"--budget must be one of {BUDGETS}, got {args.budget!r}")
+        if args.stop_after_epochs is not None and args.stop_after_epochs < 1:
+            raise ValueError(f"--stop-after-epochs must be a positive integer, "
+                             f"got {args.stop_after_epochs}")
+        full = args.budget == "full"
+        self.out = Path(args.out or f"runs/{name}{'' if full else '-' + args.budget}")
+        self.results = Path(args.results or (REPO_ROOT / "docs" / "results" / f"{name}.json"
+                                             if full else self.out / "results.json"))
+        self.docs_page = (args.docs if args.docs is not None else
+                          str(REPO_ROOT / "docs" / docs_page) if full else "")
+        if self.docs_page:
+            docs_table(Path(self.docs_page), name)
+        self.name, self.budget = name, args.budget
+        # through JSON, so tuples compare equal to the lists read back from study.json
+        self.settings = json.loads(json.dumps({"budget": args.budget, **asdict(settings)}))
+        self.epochs_left = args.stop_after_epochs
+        resume = args.resume
+        record = self.out / "study.json"
+        command = shlex.join(["python", f"examples/{name}.py", *args.argv])
+        session = {"command": command, "commit": git_commit()}
+        if record.exists():
+            if not resume:
+                raise FileExistsError(f"{self.out} holds a run already: pass --resume to "
+                                      "continue it, or choose another --out")
+            saved = json.loads(record.read_text())
+            differing = differing_settings(saved["settings"], self.settings)
+            if differing:
+                details = ", ".join(f"{key} (checkpoint {saved['settings'].get(key)!r}, "
+                                    f"now {self.settings.get(key)!r})" for key in differing)
+                raise ValueError(f"cannot resume {self.out}: settings differ: {details}")
+            self.sessions = [*saved["sessions"], session]
+        else:
+            self.sessions = [session]
+        self.out.mkdir(parents=True, exist_ok=True)
+        _write_json_atomic(record, {"study": name, "settings": self.settings,
+                                    "sessions": self.sessions})
+
+    def unit(self, key: str, seed: int, build: Callable[[], Trainee],
+             train_epoch: Callable[[Trainee, int], dict[str, float]],
+             evaluate: Callable[[Trainee], dict[str, Any]], max_epochs: int,
+             finished: Callable[[list[dict[str, float]]], bool] = lambda history: False,
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Trains (or resumes, or just reads) one unit; returns its scores and details.
+
+        ``train_epoch(trainee, epoch)`` runs epoch ``epoch`` (from 1) and returns
+        its metrics; training stops after ``max_epochs`` or once
+        ``finished(history)``. The scores are ``evaluate(trainee)`` after the last
+        epoch; the details are ``epochs`` (epochs trained), ``parameters`` (of the
+        model) and ``last_epoch`` (the last epoch's metrics). Both are stored in
+        the unit's checkpoint, so a finished unit is not evaluated again.
+        """
+        path = self.out / f"{_file_name(key)}.pt"
+        saved = load_checkpoint(path) if path.exists() else None
+        if saved is not None and saved["result"] is not None:
+            return saved["result"]["scores"], saved["result"]["details"]
+        seed_everything(seed)
+        trainee = build()
+        history: list[dict[str, float]] = []
+        if saved is not None:
+            trainee.model.load_state_dict(saved["model"])
+            trainee.optimizer.load_state_dict(saved["optimizer"])
+            if trainee.scheduler is not None:
+                trainee.scheduler.load_state_dict(saved["scheduler"])
+            history = saved["history"]
+            _set_rng_state(saved["rng"])
+        bar = tqdm(total=max_epochs, initial=len(history), desc=f"{self.name}: {key}",
+                   dynamic_ncols=True)
+        result = None  # a checkpoint without a result is one of an unfinished unit
+        while result is None:
+            if self.epochs_left == 0:
+                bar.close()
+                raise StudyPaused(f"paused after the epochs asked for; continue with "
+                                  f"--resume --out {self.out}")
+            epoch = len(history) + 1
+            history.append(train_epoch(trainee, epoch))
+            if epoch == max_epochs or finished(history):
+                parameters = sum(p.numel() for p in trainee.model.parameters())
+                result = {"scores": evaluate(trainee),
+                          "details": {"epochs": epoch, "parameters": parameters,
+                                      "last_epoch": history[-1]}}
+            save_atomic({"model": trainee.model.state_dict(),
+                         "optimizer": trainee.optimizer.state_dict(),
+                         "scheduler": None if trainee.scheduler is None
+                         else trainee.scheduler.state_dict(),
+                         "history": history, "rng": _rng_state(), "result": result}, path)
+            if self.epochs_left is not None:
+                self.epochs_left -= 1
+            bar.set_postfix_str(", ".join(f"{name} {value:.4g}"
+                                          for name, value in history[-1].items()))
+            bar.update(1)
+        bar.close()
+        return result["scores"], result["details"]
+
+    def write_results(self, paper: dict[str, Any], ours: dict[str, Any],
+                      details: dict[str, Any]) -> dict[str, Any]:
+        """Writes the results file (and the docs page's table); returns the results."""
+        data = {"study": self.name, "budget": self.budget, "paper": paper, "ours": ours,
+                "command": self.sessions[0]["command"], "commit": self.sessions[0]["commit"],
+                "sessions": self.sessions, "settings": self.settings, "details": details}
+        self.results.parent.mkdir(parents=True, exist_ok=True)
+        _write_json_atomic(self.results, data)
+        if self.docs_page:
+            update_docs_table(Path(self.docs_page), data)
+        tqdm.write(render_table(data))
+        return data
+
+
+def run_study(main: Callable[[argparse.Namespace], Any], parser: argparse.ArgumentParser,
+              argv: Optional[list[str]]) -> int:
+    """Parses ``argv`` (default: the command line) and runs ``main(args)`` with the
+    common options applied; 0 when done or paused."""
+    args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        main(args)
+    except StudyPaused as pause:
+        print(pause)
+    return 0
+
+
+# ------------------------------------------------------------------ tables
+
+TABLE_START = "<!-- study-table: {name} -->"
+TABLE_END = "<!-- /study-table -->"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, dict):
+        return " / ".join(_cell(v) for v in value.values())
+    return f"{value:.3f}"
+
+
+def render_table(results: dict[str, Any]) -> str:
+    """The markdown table of a results file: per model and condition, the paper's
+    number (where it reports one) and ours."""
+    paper, ours = results["paper"], results["ours"]
+    conditions = list(dict.fromkeys(c for model in ours.values() for c in model))
+    with_paper = {c for model in paper.values() for c in model}
+    header = ["model"]
+    for condition in conditions:
+        if condition in with_paper:
+            header.append(f"{condition} paper")
+        header.append(f"{condition} ours")
+    lines = ["| " + " | ".join(header) + " |",
+             "| --- |" + " ---: |" * (len(header) - 1)]
+    for model, values in ours.items():
+        row = [model]
+        for condition in conditions:
+            if condition in with_paper:
+                row.append(_cell(paper.get(model, {}).get(condition)))
+            row.append(_cell(values.get(condition)))
+        lines.append("| " + " | ".join(row) + " |")
+    budget = ("the paper's protocol" if results["budget"] == "full" else
+              "**a short check run, not the paper's protocol; the full run has not been "
+              "run yet**")
+    lines += ["", f"Budget `{results['budget']}` ({budget}). Command: `{results['command']}`, "
+                  f"commit `{results['commit']}`."]
+    cells = next((value for model in ours.values() for value in model.values()
+                  if isinstance(value, dict)), None)
+    if cells is not None:
+        lines[-1] += f" Cells: {' / '.join(cells)}."
+    return "\n".join(lines)
+
+
+def _split_page(page: Path, name: str) -> tuple[str, str, str]:
+    """``page`` as (text before the study's table, the table, text after it)."""
+    start = TABLE_START.format(name=name)
+    text = page.read_text()
+    if start not in text:
+        raise ValueError(f"--docs page {page} has no {start!r} marker for the study's table")
+    head, rest = text.split(start, 1)
+    if TABLE_END not in rest:
+        raise ValueError(f"--docs page {page}: {start!r} is not closed by {TABLE_END!r}")
+    table, tail = rest.split(TABLE_END, 1)
+    return head + start, table.strip(), TABLE_END + tail
+
+
+def update_docs_table(page: Path, results: dict[str, Any]) -> None:
+    """Replaces the study's table in ``page`` (between its markers) by the rendered one."""
+    head, _, tail = _split_page(page, results["study"])
+    page.write_text(f"{head}\n{render_table(results)}\n{tail}")
+
+
+def docs_table(page: Path, name: str) -> str:
+    """The table currently between the study's markers in ``page``."""
+    return _split_page(page, name)[1]
+
+
+def _write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _file_name(key: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_=" else "_" for c in key)

@@ -1,0 +1,146 @@
+"""The paper studies: small budgets end to end, exact resumption, refusals, docs tables."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyg_agg.pipelines import dictionary_lookup, lcm_second_min
+from pyg_agg.pipelines.study import docs_table, render_table, update_docs_table
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+STUDIES = {"lcm_second_min": (lcm_second_min, "lcm.md"),
+           "dictionary_lookup": (dictionary_lookup, "gatv2.md")}
+#: Two models each, one of them order-sensitive or multi-head, to keep the resume tests short.
+FEW_MODELS = {"lcm_second_min": ["LCM + permutation", "LCM (PyG)"],
+              "dictionary_lookup": ["GATv2, 1 head", "GAT (PyG), 8 heads"]}
+
+
+def run(name, tmp_path, *extra, out="run", results="results.json"):
+    module, page = STUDIES[name]
+    docs = tmp_path / page
+    if not docs.exists():
+        shutil.copy(DOCS / page, docs)
+    code = module.main(["--budget", "small", "--out", str(tmp_path / out),
+                        "--results", str(tmp_path / results), "--docs", str(docs), *extra])
+    assert code == 0
+    path = tmp_path / results
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_small_budget_writes_results_and_docs_table(name, tmp_path):
+    results = run(name, tmp_path)
+    assert {"paper", "ours", "command", "budget", "commit"} <= results.keys()
+    assert results["budget"] == "small" and "--budget small" in results["command"]
+    module, page = STUDIES[name]
+    assert list(results["ours"]) == list(module.MODELS)
+    conditions = ([f"n={n}" for n in module.BUDGETS["small"].eval_sizes]
+                  if name == "lcm_second_min" else
+                  [f"k={k}" for k in module.BUDGETS["small"].ks])
+    for model, values in results["ours"].items():
+        assert list(values) == conditions
+        for value in values.values():
+            for score in value.values() if isinstance(value, dict) else [value]:
+                assert 0.0 <= score <= 1.0
+        for condition, value in results["paper"].get(model, {}).items():
+            assert type(value) is type(values[condition])  # nested the same way
+    assert docs_table(tmp_path / page, name) == render_table(results)
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_paused_and_resumed_run_gives_the_same_numbers(name, tmp_path):
+    models = ["--models", *FEW_MODELS[name]]
+    straight = run(name, tmp_path, *models, out="straight", results="straight.json")
+    # the first pause falls inside the first unit, the second inside the next one
+    for session in (["--stop-after-epochs", "1"], ["--resume", "--stop-after-epochs", "2"]):
+        assert run(name, tmp_path, *models, *session, out="paused", results="paused.json") is None
+    resumed = run(name, tmp_path, *models, "--resume", out="paused", results="paused.json")
+    assert resumed["ours"] == straight["ours"]
+    assert resumed["details"] == straight["details"]
+    assert len(resumed["sessions"]) == 3
+    assert resumed["command"] == resumed["sessions"][0]["command"]
+
+
+def test_run_killed_inside_an_epoch_resumes_to_the_same_numbers(tmp_path, monkeypatch):
+    models = ["--models", "LCM + permutation"]
+    straight = run("lcm_second_min", tmp_path, *models, out="straight", results="straight.json")
+    score = lcm_second_min.exact_match
+    calls = []
+
+    def crash_in_second_epoch(*args):
+        calls.append(1)
+        if len(calls) == 2:  # epoch 2 trained, its checkpoint not yet written
+            raise KeyboardInterrupt
+        return score(*args)
+
+    monkeypatch.setattr(lcm_second_min, "exact_match", crash_in_second_epoch)
+    with pytest.raises(KeyboardInterrupt):
+        run("lcm_second_min", tmp_path, *models, out="killed", results="killed.json")
+    monkeypatch.setattr(lcm_second_min, "exact_match", score)
+    resumed = run("lcm_second_min", tmp_path, *models, "--resume", out="killed",
+                  results="killed.json")
+    assert resumed["ours"] == straight["ours"] and resumed["details"] == straight["details"]
+
+
+def test_resume_refuses_changed_settings_in_one_line(tmp_path):
+    run("dictionary_lookup", tmp_path, "--stop-after-epochs", "1")
+    with pytest.raises(ValueError) as err:
+        run("dictionary_lookup", tmp_path, "--resume", "--seed", "1", "--k", "5")
+    message = str(err.value)
+    assert "\n" not in message
+    assert "ks (checkpoint [5, 8], now [5])" in message and "seed (checkpoint 0, now 1)" in message
+
+
+def test_existing_run_needs_resume(tmp_path):
+    run("dictionary_lookup", tmp_path, "--stop-after-epochs", "1")
+    with pytest.raises(FileExistsError, match="pass --resume"):
+        run("dictionary_lookup", tmp_path)
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--stop-after-epochs", "0"], "--stop-after-epochs must be a positive integer"),
+    (["--k", "1", "5"], r"--k values must be integers >= 2, got \[1, 5\]"),
+])
+def test_bad_options_are_named_before_any_run(argv, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        run("dictionary_lookup", tmp_path, *argv)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_docs_tables_are_generated_from_the_committed_results(name):
+    results = json.loads((DOCS / "results" / f"{name}.json").read_text())
+    assert {"paper", "ours", "command", "budget", "commit"} <= results.keys()
+    assert docs_table(DOCS / STUDIES[name][1], name) == render_table(results)
+
+
+def test_small_budget_table_says_so(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("before\n<!-- study-table: s -->\nold\n<!-- /study-table -->\nafter\n")
+    results = {"study": "s", "budget": "small", "command": "python x.py", "commit": "abc",
+               "paper": {"A": {"k=1": {"train": 1.0, "test": 1.0}}},
+               "ours": {"A": {"k=1": {"train": 0.5, "test": 0.25}}, "B": {"k=1": None}}}
+    update_docs_table(page, results)
+    text = page.read_text()
+    assert text.startswith("before\n") and text.endswith("\nafter\n") and "old" not in text
+    table = docs_table(page, "s")
+    assert "| A | 1.000 / 1.000 | 0.500 / 0.250 |" in table and "| B | – | – |" in table
+    assert "not the paper's protocol" in table and "Cells: train / test." in table
+
+
+def test_shuffle_within_sets_keeps_every_set_in_its_slot():
+    batch = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2])
+    order = lcm_second_min.shuffle_within_sets(batch, torch.Generator().manual_seed(0))
+    assert torch.equal(batch[order], batch)
+    assert sorted(order.tolist()) == list(range(9)) and order.tolist() != list(range(9))
+
+
+def test_stalled_compares_the_last_epochs_with_the_best_before():
+    history = [{"train": acc} for acc in (0.1, 0.5, 0.5, 0.4)]
+    assert dictionary_lookup.stalled(history, 2)
+    assert not dictionary_lookup.stalled(history, 3)  # 0.5 beat 0.1
+    assert not dictionary_lookup.stalled(history[:2], 2)  # too short to tell
