@@ -39,12 +39,12 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from pyg_agg.pipelines.train import (
-    _rng_state,
-    _set_rng_state,
+from pyg_agg.pipelines.checkpoint import (
     load_checkpoint,
+    rng_state,
     save_atomic,
     seed_everything,
+    set_rng_state,
 )
 
 BUDGETS = ("full", "small")
@@ -201,7 +201,7 @@ class Study:
             if trainee.scheduler is not None:
                 trainee.scheduler.load_state_dict(saved["scheduler"])
             history = saved["history"]
-            _set_rng_state(saved["rng"])
+            set_rng_state(saved["rng"])
         bar = tqdm(total=max_epochs, initial=len(history), desc=f"{self.name}: {key}",
                    dynamic_ncols=True)
         result = None  # a checkpoint without a result is one of an unfinished unit
@@ -221,7 +221,7 @@ class Study:
                          "optimizer": trainee.optimizer.state_dict(),
                          "scheduler": None if trainee.scheduler is None
                          else trainee.scheduler.state_dict(),
-                         "history": history, "rng": _rng_state(), "result": result}, path)
+                         "history": history, "rng": rng_state(), "result": result}, path)
             if self.epochs_left is not None:
                 self.epochs_left -= 1
             bar.set_postfix_str(", ".join(f"{name} {value:.4g}"
