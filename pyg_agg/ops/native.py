@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import platform
 import warnings
 from pathlib import Path
 from typing import Optional
@@ -37,8 +38,11 @@ from pyg_agg.ops.graph import transpose_csr
 _log = logging.getLogger(__name__)
 _CSRC = Path(__file__).parent / "csrc"
 _CPU_SOURCES = sorted((_CSRC / "cpu").glob("*.cpp"))
-# -fopenmp: at::parallel_for is an inline OpenMP loop, serial without it
-_CFLAGS = ["-O3", "-fopenmp"]
+# -fopenmp: at::parallel_for is an inline OpenMP loop, serial without it.
+# -march=native: the channel loops vectorise to the widest registers this CPU has
+# (measured about 2x on AVX-512 against the default SSE2); the build directory is
+# keyed by the CPU, so a cache shared between different machines never mixes them.
+_CFLAGS = ["-O3", "-fopenmp", "-march=native"]
 
 _LIB = torch.library.Library("pyg_agg", "DEF")  # noqa: TOR901 - the schemas live in Python
 # Multi-statistic segment reduction over CSR rows (see csrc/cpu/segment_stats.cpp):
@@ -87,11 +91,22 @@ _LIB.define(
 )
 
 
+def _cpu_signature() -> str:
+    """The processor's model and instruction-set flags, which -march=native targets."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux: the machine type is what is known
+        return platform.machine() + platform.processor()
+    lines = [line for line in text.splitlines() if line.startswith(("model name", "flags"))]
+    return "\n".join(sorted(set(lines)))
+
+
 def build_directory() -> Path:
     """Where the C++ ops of this torch version and these sources are built."""
     from pyg_agg.datasets.root import cache_root
 
     digest = hashlib.sha256(" ".join(_CFLAGS).encode())
+    digest.update(_cpu_signature().encode())
     for source in _CPU_SOURCES:
         digest.update(source.read_bytes())
     version = torch.__version__.replace("+", "_")

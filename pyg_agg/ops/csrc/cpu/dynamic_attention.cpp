@@ -119,10 +119,36 @@ inline void pre_activation(const AttentionInputs<scalar_t>& in, int64_t i, int64
   }
 }
 
+// sum_{c < n} term(c) in kLanes independent partial sums, added in a fixed
+// order: a plain float reduction is a serial dependency chain that GCC may not
+// reorder (it would change the rounding), so it never vectorises; lanes do, and
+// the result stays deterministic.
+constexpr int64_t kLanes = 16;
+
+template <typename acc_t, typename Term>
+inline acc_t lane_sum(int64_t n, Term term) {
+  acc_t part[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) part[l] += term(c + l);
+  }
+  acc_t total = 0;
+  for (; c < n; ++c) total += term(c);
+  for (int64_t l = 0; l < kLanes; ++l) total += part[l];
+  return total;
+}
+
+// LeakyReLU as max/min, which vectorise where a compare-and-select did not.
+template <typename acc_t>
+inline acc_t leaky_relu(acc_t v, acc_t slope) {
+  return std::max(v, acc_t(0)) + slope * std::min(v, acc_t(0));
+}
+
 // The slope factor of LeakyReLU at v: 1 where v > 0, else the negative slope.
+// Written as arithmetic on the comparison so that the loops around it vectorise.
 template <typename acc_t>
 inline acc_t slope_factor(acc_t v, acc_t slope) {
-  return v > acc_t(0) ? acc_t(1) : slope;
+  return slope + (acc_t(1) - slope) * static_cast<acc_t>(v > acc_t(0));
 }
 
 // s_h = sum_c att[h, c] * LeakyReLU(z[h, c])
@@ -130,13 +156,11 @@ template <typename scalar_t, typename acc_t>
 inline void scores(const AttentionInputs<scalar_t>& in, const acc_t* __restrict__ z, acc_t* __restrict__ s) {
   const acc_t slope = static_cast<acc_t>(in.slope);
   for (int64_t h = 0; h < in.heads; ++h) {
-    acc_t total = 0;
-    const int64_t base = h * in.channels;
-    for (int64_t c = 0; c < in.channels; ++c) {
-      const acc_t v = z[base + c];
-      total += static_cast<acc_t>(in.att[base + c]) * v * slope_factor(v, slope);
-    }
-    s[h] = total;
+    const acc_t* __restrict__ zh = z + h * in.channels;
+    const scalar_t* __restrict__ ah = in.att + h * in.channels;
+    s[h] = lane_sum<acc_t>(in.channels, [&](int64_t c) {
+      return static_cast<acc_t>(ah[c]) * leaky_relu(zh[c], slope);
+    });
   }
 }
 
@@ -252,10 +276,10 @@ void backward_rows(const AttentionInputs<scalar_t>& in, const scalar_t* grad_out
       scores<scalar_t, acc_t>(in, z.data(), s.data());
       const scalar_t* __restrict__ xs = in.x_src + in.col[e] * width;
       for (int64_t h = 0; h < heads; ++h) {
-        acc_t d = 0;
-        for (int64_t c = 0; c < channels; ++c) {
-          d += static_cast<acc_t>(g[h * channels + c]) * static_cast<acc_t>(xs[h * channels + c]);
-        }
+        const scalar_t* __restrict__ gh = g + h * channels;
+        const scalar_t* __restrict__ xh = xs + h * channels;
+        const acc_t d = lane_sum<acc_t>(
+            channels, [&](int64_t c) { return static_cast<acc_t>(gh[c]) * static_cast<acc_t>(xh[c]); });
         const acc_t alpha = std::exp(s[h] - static_cast<acc_t>(lse[i * heads + h]));
         const acc_t scale = in.scale ? static_cast<acc_t>(in.scale[e * heads + h]) : acc_t(1);
         acc_t dalpha = scale * d;
@@ -274,11 +298,13 @@ void backward_rows(const AttentionInputs<scalar_t>& in, const scalar_t* grad_out
         const int64_t k = (e - first) * heads + h;
         const acc_t ds = row_alpha[k] * (row_dalpha[k] - total[h]);
         ds_buf[e * heads + h] = ds;
+        const acc_t* __restrict__ zh = z.data() + h * channels;
+        const scalar_t* __restrict__ a = in.att + h * channels;
+        acc_t* __restrict__ att_h = att_sum + h * channels;
+        acc_t* __restrict__ dz_h = dz.data() + h * channels;
         for (int64_t c = 0; c < channels; ++c) {
-          const int64_t q = h * channels + c;
-          const acc_t factor = slope_factor(z[q], slope);
-          att_sum[q] += ds * z[q] * factor;
-          dz[q] = ds * static_cast<acc_t>(in.att[q]) * factor;
+          att_h[c] += ds * leaky_relu(zh[c], slope);
+          dz_h[c] = ds * static_cast<acc_t>(a[c]) * slope_factor(zh[c], slope);
         }
       }
       for (int64_t q = 0; q < width; ++q) gd[q] += dz[q];
@@ -287,11 +313,9 @@ void backward_rows(const AttentionInputs<scalar_t>& in, const scalar_t* grad_out
           const scalar_t* __restrict__ w = in.weight_t + d * width;
           acc_t* __restrict__ wsum = weight_sum + d * width;
           const acc_t a = static_cast<acc_t>(in.edge_attr[e * in.edge_dim + d]);
-          acc_t ge = 0;
-          for (int64_t q = 0; q < width; ++q) {
-            ge += dz[q] * static_cast<acc_t>(w[q]);
-            wsum[q] += a * dz[q];
-          }
+          const acc_t* __restrict__ dzp = dz.data();
+          for (int64_t q = 0; q < width; ++q) wsum[q] += a * dzp[q];
+          const acc_t ge = lane_sum<acc_t>(width, [&](int64_t q) { return dzp[q] * static_cast<acc_t>(w[q]); });
           if (grad_edge_attr) grad_edge_attr[e * in.edge_dim + d] = static_cast<scalar_t>(ge);
         }
       }
@@ -316,12 +340,14 @@ void backward_sources(const AttentionInputs<scalar_t>& in, const scalar_t* grad_
       const int64_t e = csc_pos[k], i = edge_row[e];
       if (i >= rows) continue;  // a parked entry, in no row
       pre_activation<scalar_t, acc_t, kEdge>(in, i, e, z.data());
-      const scalar_t* __restrict__ g = grad_out + i * width;
       for (int64_t h = 0; h < heads; ++h) {
         const acc_t w = weight_buf[e * heads + h], ds = ds_buf[e * heads + h];
+        const scalar_t* __restrict__ g = grad_out + i * width + h * channels;
+        const scalar_t* __restrict__ a = in.att + h * channels;
+        const acc_t* __restrict__ zh = z.data() + h * channels;
+        acc_t* __restrict__ out = acc.data() + h * channels;
         for (int64_t c = 0; c < channels; ++c) {
-          const int64_t q = h * channels + c;
-          acc[q] += w * static_cast<acc_t>(g[q]) + ds * static_cast<acc_t>(in.att[q]) * slope_factor(z[q], slope);
+          out[c] += w * static_cast<acc_t>(g[c]) + ds * static_cast<acc_t>(a[c]) * slope_factor(zh[c], slope);
         }
       }
     }
