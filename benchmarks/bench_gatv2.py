@@ -1,67 +1,47 @@
 """GATv2Conv: pyg_agg vs torch_geometric, forward + backward, same weights.
 
-Both layers run in one process on the same inputs, alternating, and each
-time is the median of ``--repeat`` runs after a warm-up, with the default
-allocator. Peak memory is the rise of the resident-set high-water mark
-during one forward + backward, measured in a subprocess whose glibc mmap
-threshold is pinned (``benchmarks/common.py``; CUDA allocator peak on GPU).
-The pinned threshold is kept out of the timings: it turns every allocation
-above 64 KiB into fresh, page-faulting memory, which no real run pays.
+Cases: a power-law graph (``--nodes``/``--edges``, default 100k / 1M) and a
+batch of 128 molecule-like graphs, F = 64, 4 heads, ``concat=False``. Timing,
+peak memory and the roofline of the fused attention op come from the shared
+driver (``common.run_cases``).
 
-    python benchmarks/bench_gatv2.py                    # 100k nodes, 1M edges
-    python benchmarks/bench_gatv2.py --nodes 20000 --edges 200000 --repeat 3
+    python benchmarks/bench_gatv2.py                         # both cases
+    python benchmarks/bench_gatv2.py --nodes 30000 --edges 300000 --contend
 """
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
-import subprocess
-import sys
-import time
 
 import torch
-from common import (
-    add_graph_arguments,
-    molecular_batch,
-    peak_memory_mib,
-    pin_malloc_threshold,
-    power_law_graph,
-    ratio_line,
-)
+from common import Case, molecular_batch, power_law_graph, run_cases
 from torch_geometric.nn import GATv2Conv as PyGGATv2Conv
 
 from pyg_agg.nn import GATv2Conv
-
-CASES = ("power_law", "molecular")
-
-def alternating_median_times(steps: dict, repeat: int, inner: int) -> dict:
-    """Median seconds per call of each step, interleaving the candidates so
-    that load changes on a shared machine hit both alike."""
-    for step in steps.values():
-        step()  # warm-up
-    times = {name: [] for name in steps}
-    for _ in range(repeat):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            for _ in range(inner):
-                step()
-            times[name].append((time.perf_counter() - start) / inner)
-    return {name: statistics.median(t) for name, t in times.items()}
+from pyg_agg.ops import dynamic_attention, read_edges, target_csr
 
 
-def make_case(case: str, args) -> tuple[str, torch.Tensor, int, int]:
-    """(title, edge_index, number of nodes, calls per timed run) of a case."""
-    if case == "power_law":
-        edge_index = power_law_graph(args.nodes, args.edges, device=args.device)
-        return "power-law graph", edge_index, args.nodes, 1
-    edge_index, batch = molecular_batch(args.graphs, device=args.device)
-    return f"molecular batch ({args.graphs} graphs)", edge_index, batch.numel(), 20
+def attention_roofline(edge_index: torch.Tensor, num_nodes: int, args) -> tuple[str, int, object]:
+    """The fused op alone, forward: at least it reads both node projections,
+    the attention vector and the CSR once, and writes the output and the
+    per-row log-sum-exp once."""
+    heads, channels = args.heads, args.features
+    h_src, h_dst = (torch.randn(num_nodes, heads, channels, device=edge_index.device)
+                    for _ in range(2))
+    att = torch.randn(heads, channels, device=edge_index.device)
+    graph = target_csr(read_edges(edge_index, num_nodes, num_nodes))
+    element = h_src.element_size()
+    min_bytes = (3 * num_nodes * heads * channels * element  # h_src, h_dst read; out written
+                 + num_nodes * heads * element + att.numel() * element  # lse written, att read
+                 + graph.col.numel() * 8 + graph.ptr.numel() * 8)
+
+    def forward():
+        with torch.no_grad():
+            dynamic_attention(h_src, h_dst, att, graph)
+
+    return "roofline: dynamic_attention forward", min_bytes, forward
 
 
-def make_steps(edge_index: torch.Tensor, num_nodes: int, args) -> tuple[dict, float]:
-    """Forward + backward closures for ours and PyG, and their max output gap."""
+def gatv2_case(title: str, edge_index: torch.Tensor, num_nodes: int, inner: int, args) -> Case:
     torch.manual_seed(0)
     device = edge_index.device
     x = torch.randn(num_nodes, args.features, device=device, requires_grad=True)
@@ -79,54 +59,28 @@ def make_steps(edge_index: torch.Tensor, num_nodes: int, args) -> tuple[dict, fl
 
     with torch.no_grad():
         max_diff = (ours(x, edge_index) - ref(x, edge_index)).abs().max().item()
-    return {"ours": step(ours), "pyg": step(ref)}, max_diff
+    return Case(f"{title}: {num_nodes} nodes, {edge_index.size(1)} edges, F={args.features}, "
+                f"heads={args.heads}, concat=False (max |out diff| {max_diff:.1e})",
+                {"pyg": step(ref), "ours": step(ours)}, inner=inner,
+                roofline=[attention_roofline(edge_index, num_nodes, args)])
 
 
-def memory_worker(case: str, args) -> None:
-    """Prints the peak memory of each layer as JSON (run in a subprocess)."""
-    pin_malloc_threshold()
-    _, edge_index, num_nodes, _ = make_case(case, args)
-    steps, _ = make_steps(edge_index, num_nodes, args)
-    print(json.dumps({name: peak_memory_mib(fn, edge_index.device)
-                      for name, fn in steps.items()}))
+def power_law(args) -> Case:
+    edge_index = power_law_graph(args.nodes, args.edges, device=args.device)
+    return gatv2_case("power-law graph", edge_index, args.nodes, 1, args)
 
 
-def run_case(case: str, args) -> None:
-    title, edge_index, num_nodes, inner = make_case(case, args)
-    steps, max_diff = make_steps(edge_index, num_nodes, args)
-    print(f"\n== {title}: {num_nodes} nodes, {edge_index.size(1)} edges, F={args.features}, "
-          f"heads={args.heads}, concat=False (max |out diff| {max_diff:.1e})")
-    times = alternating_median_times(steps, args.repeat, inner)
-    del steps
-    worker = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "--memory-worker", case, *sys.argv[1:]],
-        check=True, capture_output=True, text=True)
-    memory = json.loads(worker.stdout.strip().splitlines()[-1])
-    print(ratio_line("forward+backward time (median)", times["ours"] * 1e3,
-                     times["pyg"] * 1e3, "ms"))
-    print(ratio_line("peak memory (forward+backward)", memory["ours"], memory["pyg"], "MiB"))
-    print(f"speed-up {times['pyg'] / times['ours']:.2f}x, "
-          f"memory ratio {memory['ours'] / memory['pyg']:.2f}x")
+def molecules(args) -> Case:
+    edge_index, batch = molecular_batch(args.graphs, device=args.device)
+    return gatv2_case(f"molecular batch ({args.graphs} graphs)", edge_index, batch.numel(), 20,
+                      args)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_graph_arguments(parser)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--features", type=int, default=64)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--graphs", type=int, default=128, help="molecules in the small batch")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--memory-worker", choices=CASES, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.memory_worker:
-        memory_worker(args.memory_worker, args)
-        return
-    print(f"torch {torch.__version__}, device {args.device}, threads {torch.get_num_threads()}")
-    for case in CASES:
-        run_case(case, args)
 
 
 if __name__ == "__main__":
-    main()
+    run_cases(__doc__, {"power_law": power_law, "molecules": molecules}, add_arguments)

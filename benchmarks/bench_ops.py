@@ -8,7 +8,7 @@ CPU) and on each other one. Prints a roofline line for the fused op: its
 minimum memory traffic over its time, against the copy bandwidth measured in
 the same run. Then, per reduction, each available backend.
 
-    python benchmarks/bench_ops.py [--nodes N --edges E --features F --repeats R]
+    python benchmarks/bench_ops.py [--nodes N --edges E --features F --repeat R --threads T]
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import argparse
 
 import torch
 from common import (
+    add_graph_arguments,
     copy_bandwidth_gb_s,
     median_time_s,
     peak_memory_mib,
@@ -50,12 +51,10 @@ def pyg_per_statistic(src: torch.Tensor, index: torch.Tensor, n: int) -> dict[st
 def main() -> None:
     pin_malloc_threshold()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=100_000)
-    parser.add_argument("--edges", type=int, default=1_000_000)
+    add_graph_arguments(parser)
     parser.add_argument("--features", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     device = torch.device(args.device)
 
     edge_index = power_law_graph(args.nodes, args.edges, device=device)
@@ -84,13 +83,13 @@ def main() -> None:
         torch.testing.assert_close(ours[name].to(ref[name].dtype), ref[name], atol=1e-2, rtol=1e-4,
                                    msg=name)
 
-    t_fused = median_time_s(fused, args.repeats)
-    t_pyg = median_time_s(pyg, args.repeats)
-    t_floor = median_time_s(floor, args.repeats)
+    t_fused = median_time_s(fused, args.repeat)
+    t_pyg = median_time_s(pyg, args.repeat)
+    t_floor = median_time_s(floor, args.repeat)
     m_fused = peak_memory_mib(fused, device)
     m_pyg = peak_memory_mib(pyg, device)
     m_floor = peak_memory_mib(floor, device)
-    print("\n# forward, median of", args.repeats)
+    print("\n# forward, median of", args.repeat)
     print(ratio_line("multi_aggregate(count,sum,std,min,max)", t_fused, t_pyg, "s"))
     print(ratio_line("  peak memory", m_fused, m_pyg, "MiB"))
     print(f"{'fused / one scatter-sum (target <= 1.5x)':<42} {t_fused / t_floor:6.2f}x "
@@ -100,7 +99,7 @@ def main() -> None:
     print("\n# multi_aggregate forward per backend / one scatter-sum (target <= 1.5x)")
     for backend in backends:
         with use_backend(backend):
-            t = median_time_s(fused, args.repeats)
+            t = median_time_s(fused, args.repeat)
         print(f"  {backend:<14} {t:8.4f} s  {t / t_floor:6.2f}x one scatter-sum")
     # at least: read the messages and the index once, write five [N, F] results
     min_bytes = (src.numel() * src.element_size() + index.numel() * index.element_size()
@@ -121,14 +120,14 @@ def main() -> None:
         out = pyg_per_statistic(src, index, n)
         sum(v.sum() for k, v in out.items() if k != "count").backward()
 
-    print("\n# forward + backward, median of", args.repeats)
-    print(ratio_line("multi_aggregate fwd+bwd", median_time_s(fused_bwd, args.repeats),
-                     median_time_s(pyg_bwd, args.repeats), "s"))
+    print("\n# forward + backward, median of", args.repeat)
+    print(ratio_line("multi_aggregate fwd+bwd", median_time_s(fused_bwd, args.repeat),
+                     median_time_s(pyg_bwd, args.repeat), "s"))
     print(ratio_line("  peak memory", peak_memory_mib(fused_bwd, device),
                      peak_memory_mib(pyg_bwd, device), "MiB"))
     for backend in backends:
         with use_backend(backend):
-            print(f"  {backend:<14} fwd+bwd {median_time_s(fused_bwd, args.repeats):8.4f} s, "
+            print(f"  {backend:<14} fwd+bwd {median_time_s(fused_bwd, args.repeat):8.4f} s, "
                   f"peak {peak_memory_mib(fused_bwd, device):7.1f} MiB")
     src.requires_grad_(False)
 
@@ -139,7 +138,7 @@ def main() -> None:
         row = []
         for backend in backends:
             with use_backend(backend):
-                row.append(median_time_s(lambda r=reduce: scatter(src, index, 0, n, r), args.repeats))
+                row.append(median_time_s(lambda r=reduce: scatter(src, index, 0, n, r), args.repeat))
         print(f"{reduce:<8}" + "".join(f"{t:16.4f}" for t in row))
 
 

@@ -20,7 +20,7 @@ run_bench() {  # LIMIT_S SCRIPT [ARGS...]
     echo "== $name rc $?"
     tail -20 "$OUT/$name.log" | cut -c1-250
 }
-run_bench 45 bench_ops --repeats 10
+run_bench 45 bench_ops --repeat 10
 run_bench 70 bench_gatv2
 run_bench 70 bench_pna
 run_bench 40 bench_degree_scaler
