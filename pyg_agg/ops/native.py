@@ -22,6 +22,7 @@ recompilation per graph size.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -113,28 +114,51 @@ def build_directory() -> Path:
     return cache_root() / "native" / f"{version}-{digest.hexdigest()[:16]}"
 
 
+_LIBRARY_NAME = "pyg_agg_native"
+
+
 def _load_cpu_kernels() -> tuple[bool, str]:
-    """Builds (once) and loads the C++ kernels; returns (loaded, why not)."""
+    """Builds (once) and loads the C++ kernels; returns (loaded, why not).
+
+    A built library is loaded directly, without asking
+    :func:`torch.utils.cpp_extension.load` (which takes a lock file and runs
+    ninja on every import). A build runs under an ``flock`` on
+    ``build.lock``: the kernel releases it when its holder dies, so a killed
+    build never leaves other processes waiting. cpp_extension's own lock
+    file, which a killed build does leave behind, is then known to be stale
+    and is removed first.
+    """
     if os.environ.get("PYG_AGG_NATIVE", "1") == "0":
         return False, "PYG_AGG_NATIVE=0"
     try:
-        from torch.utils import cpp_extension
-
         directory = build_directory()
-        directory.mkdir(parents=True, exist_ok=True)
-        cpp_extension.load(
-            name="pyg_agg_native",
-            sources=[str(s) for s in _CPU_SOURCES],
-            build_directory=str(directory),
-            extra_cflags=_CFLAGS,
-            extra_ldflags=["-fopenmp"],
-            is_python_module=False,
-            verbose=False,
-        )
+        library = directory / f"{_LIBRARY_NAME}.so"
+        if not library.exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            with open(directory / "build.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it
+                if not library.exists():
+                    _build(directory)
+        torch.ops.load_library(str(library))
     except Exception as error:  # no compiler, no ninja, a failed build: fall back, never crash
         reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
         return False, f"{type(error).__name__}: {reason}"
     return True, ""
+
+
+def _build(directory: Path) -> None:
+    from torch.utils import cpp_extension
+
+    (directory / "lock").unlink(missing_ok=True)  # left by a killed build: we hold build.lock
+    cpp_extension.load(
+        name=_LIBRARY_NAME,
+        sources=[str(s) for s in _CPU_SOURCES],
+        build_directory=str(directory),
+        extra_cflags=_CFLAGS,
+        extra_ldflags=["-fopenmp"],
+        is_python_module=False,
+        verbose=False,
+    )
 
 
 HAS_NATIVE, WHY_NOT_NATIVE = _load_cpu_kernels()

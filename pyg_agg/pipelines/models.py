@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import torch
 from torch import Tensor, nn
 
-from pyg_agg.ops import scatter
+from pyg_agg.ops import read_edges, scatter, target_csr
 from pyg_agg.pipelines.data import GRAPH, TaskData
 
 if TYPE_CHECKING:  # config validates through this module, so it cannot be imported here
@@ -240,8 +240,14 @@ class PNASimpleConv(nn.Module):
         nn.init.zeros_(self.lin.bias)
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        source, target = edge_index
-        return self.lin(self.aggr(x.index_select(0, source), target, dim_size=x.size(0)))
+        # the statistics read x[source] in gather form over the target-sorted
+        # edges (sorted once per graph): no [E, F] message tensor exists
+        num_nodes = x.size(0)
+        graph = target_csr(read_edges(edge_index, num_nodes, num_nodes))
+        stacked, count = self.aggr.gathered_statistics(x, graph.ptr, graph.col, None,
+                                                       torch.zeros_like(x))
+        scaled = stacked.unsqueeze(1) * self.aggr.scales(count, x.dtype)[:, :, None, None]
+        return self.lin(scaled.reshape(num_nodes, -1))  # scaler-major, as PyG orders them
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

@@ -256,3 +256,20 @@ def test_native_can_be_switched_off():
                          env={**os.environ, "PYG_AGG_NATIVE": "0"}, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "torch"]
+
+
+@pytest.mark.skipif(not HAS_NATIVE, reason="the native CPU ops are not built")
+def test_a_killed_build_leaves_no_lock_that_blocks_imports():
+    """cpp_extension's lock file, left behind by a process killed while building
+    or loading, must not make the next import wait for ever."""
+    from pyg_agg.ops import native
+
+    stale = native.build_directory() / "lock"
+    stale.touch()
+    try:
+        out = subprocess.run([sys.executable, "-c", "import pyg_agg.ops as o; print(o.HAS_NATIVE)"],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        stale.unlink(missing_ok=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True"]
