@@ -112,7 +112,7 @@ def _forward_kernel(x_src, x_dst, att, ptr, col, edge_attr, weight_t, edge_scale
                     lse, alpha, heads, channels, edge_dim, HAS_EDGE: tl.constexpr,
                     HAS_SCALE: tl.constexpr, RETURN_ALPHA: tl.constexpr, ACC: tl.constexpr,
                     BLOCK_E: tl.constexpr, BLOCK_C: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)  # row * width may pass 2**31
     head, offs, cmask, slope, att_h = _head_columns(att, slope_ptr, channels, ACC, BLOCK_C)
     width = heads * channels
     xd = tl.load(x_dst + row * width + offs, mask=cmask, other=0.0).to(ACC)
@@ -174,7 +174,7 @@ def _backward_rows_kernel(grad_out, grad_alpha, x_src, x_dst, att, ptr, col, edg
     position (for the other passes), the gradients of x_dst[i], edge_scale,
     edge_attr (per head, summed over heads by the launcher) and row i's term
     of the att gradient."""
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)  # row * width may pass 2**31
     head, offs, cmask, slope, att_h = _head_columns(att, slope_ptr, channels, ACC, BLOCK_C)
     width = heads * channels
     xd = tl.load(x_dst + row * width + offs, mask=cmask, other=0.0).to(ACC)
@@ -255,7 +255,7 @@ def _backward_sources_kernel(grad_out, x_src, x_dst, att, edge_attr, weight_t, c
                              BLOCK_E: tl.constexpr, BLOCK_C: tl.constexpr):
     """x_src[j] receives, from each out-edge e into row i, weight_e * grad_out[i]
     (the aggregation) and ds_e * att * LeakyReLU'(z_e) (the score)."""
-    source = tl.program_id(0)
+    source = tl.program_id(0).to(tl.int64)  # source * width may pass 2**31
     head, offs, cmask, slope, att_h = _head_columns(att, slope_ptr, channels, ACC, BLOCK_C)
     width = heads * channels
     xs = tl.load(x_src + source * width + offs, mask=cmask, other=0.0).to(ACC)
