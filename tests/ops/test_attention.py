@@ -142,7 +142,7 @@ def test_triton_kernels_match_the_cpu_kernels_under_the_interpreter(triton_inter
         def run_both(dtype, edge_features, return_alpha):
             \"\"\"(C++, Triton, Triton again) forward outputs and backward gradients.\"\"\"
             gen = torch.Generator().manual_seed(0)
-            num_src, rows, heads, channels, edge_dim = 9, 8, 2, 5, 3      # C not a power of two
+            num_src, rows, heads, channels, edge_dim = 9, 8, 2, 5, 17     # C not a power of 2, D > 16
             degree = torch.randint(0, 9, (rows,), generator=gen)
             degree[0] = 40                                                # several blocks of edges
             degree[2] = degree[rows - 1] = 0                              # empty rows
@@ -156,7 +156,7 @@ def test_triton_kernels_match_the_cpu_kernels_under_the_interpreter(triton_inter
             edges = col.numel()
             x_src, x_dst, att = rand(num_src, heads, channels), rand(rows, heads, channels), rand(heads, channels)
             edge_attr = rand(edges, edge_dim) if edge_features else None
-            weight_t = rand(edge_dim, heads * channels) if edge_features else None
+            weight_t = rand(edge_dim, heads * channels) / edge_dim**0.5 if edge_features else None  # a Linear's scale
             edge_scale = rand(edges, heads).abs() if edge_features else None
             forward_args = (x_src, x_dst, att, ptr, col, edge_attr, weight_t, edge_scale, 0.2, return_alpha)
             csc = transpose_csr(ptr, col, num_src)
