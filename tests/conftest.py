@@ -1,4 +1,7 @@
 import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -77,3 +80,18 @@ def plant_payload(tmp_path):
         return marker
 
     return plant
+
+
+@pytest.fixture
+def triton_interpreter():
+    """Runs Python source in a fresh process under Triton's interpreter, so the
+    Triton kernels run on CPU tensors; returns its stdout. A fresh process
+    because TRITON_INTERPRET must be set before the kernels are defined."""
+    def run(code: str) -> str:
+        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return out.stdout
+
+    return run

@@ -53,9 +53,9 @@ except Exception:
 #
 # The multi-statistic reduction ("multi") runs natively on CPU: measured with
 # benchmarks/bench_ops.py (2 cores, 100k nodes / 1M edges, F=64), see
-# docs/benchmarks.md. Its Triton kernel has never run on a GPU (tested only
-# under Triton's interpreter), so CUDA keeps the reference until measured;
-# `use_backend("native")` opts in.
+# docs/benchmarks.md. Its Triton kernels, like the attention's, have never run
+# on a GPU (tested only under Triton's interpreter), so CUDA keeps the
+# reference until measured; `use_backend("native")` opts in.
 AUTO_TABLE: dict[tuple[str, str], str] = {
     ("cuda", "min"): "torch_scatter",
     ("cuda", "max"): "torch_scatter",
@@ -66,7 +66,7 @@ AUTO_TABLE: dict[tuple[str, str], str] = {
 # "native" falls back to "torch").
 NATIVE_OPS: dict[str, tuple[str, ...]] = {
     "multi": ("cpu", "cuda"),
-    "attention": ("cpu",),
+    "attention": ("cpu", "cuda"),
 }
 
 _state = threading.local()

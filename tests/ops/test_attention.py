@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch_geometric.utils import softmax as pyg_softmax
 
 import pyg_agg.ops.attention as attention_module
-from pyg_agg.ops import HAS_NATIVE, dynamic_attention, read_edges, target_csr, use_backend
+from pyg_agg.ops import HAS_NATIVE, HAS_TRITON, dynamic_attention, read_edges, target_csr, use_backend
 
 BACKENDS = ["torch"] + (["native"] if HAS_NATIVE else [])
 HEADS, CHANNELS, EDGE_DIM = 2, 3, 4
@@ -130,6 +130,52 @@ def test_native_is_bitwise_deterministic():
         results.append((out, alpha, *grads))
     for first, second in zip(*results, strict=True):
         assert torch.equal(first, second)
+
+
+@pytest.mark.skipif(not (HAS_NATIVE and HAS_TRITON), reason="needs the C++ ops and triton")
+def test_triton_kernels_match_the_cpu_kernels_under_the_interpreter(triton_interpreter):
+    assert triton_interpreter("""
+        import torch
+        from pyg_agg.ops.gpu import dynamic_attention as triton_kernels
+        from pyg_agg.ops.graph import transpose_csr
+
+        def run_both(dtype, edge_features, return_alpha):
+            \"\"\"(C++, Triton, Triton again) forward outputs and backward gradients.\"\"\"
+            gen = torch.Generator().manual_seed(0)
+            num_src, rows, heads, channels, edge_dim = 9, 8, 2, 5, 17     # C not a power of 2, D > 16
+            degree = torch.randint(0, 9, (rows,), generator=gen)
+            degree[0] = 40                                                # several blocks of edges
+            degree[2] = degree[rows - 1] = 0                              # empty rows
+            ptr = torch.cat([torch.zeros(1, dtype=torch.long), degree.cumsum(0)])
+            col = torch.randint(0, num_src, (int(ptr[-1]) + 4,), generator=gen)  # 4 parked
+            col[1] = col[0]                                               # a duplicate edge
+
+            def rand(*shape):
+                return torch.randn(*shape, generator=gen, dtype=torch.float64).to(dtype)
+
+            edges = col.numel()
+            x_src, x_dst, att = rand(num_src, heads, channels), rand(rows, heads, channels), rand(heads, channels)
+            edge_attr = rand(edges, edge_dim) if edge_features else None
+            weight_t = rand(edge_dim, heads * channels) / edge_dim**0.5 if edge_features else None  # a Linear's scale
+            edge_scale = rand(edges, heads).abs() if edge_features else None
+            forward_args = (x_src, x_dst, att, ptr, col, edge_attr, weight_t, edge_scale, 0.2, return_alpha)
+            csc = transpose_csr(ptr, col, num_src)
+            cpu = torch.ops.pyg_agg.dynamic_attention(*forward_args, None, None, None)
+            grad_alpha = rand(edges, heads) if return_alpha else None
+            backward_args = (rand(rows, heads, channels), grad_alpha, *forward_args[:8], cpu[1], 0.2, *csc)
+            cpu += torch.ops.pyg_agg.dynamic_attention_backward(*backward_args)
+            return cpu, *(triton_kernels.dynamic_attention(*forward_args, *csc)
+                          + triton_kernels.dynamic_attention_backward(*backward_args) for _ in range(2))
+
+        names = ("out", "lse", "alpha", "x_src", "x_dst", "att", "edge_attr", "weight_t", "edge_scale")
+        for dtype, tol in ((torch.float32, 1e-5), (torch.float64, 1e-12)):
+            for edge_features, return_alpha in ((True, True), (False, False)):
+                for name, cpu, first, second in zip(names, *run_both(dtype, edge_features, return_alpha)):
+                    assert cpu.shape == first.shape and cpu.dtype == first.dtype, name
+                    assert torch.allclose(cpu, first, rtol=tol, atol=tol), (name, (cpu - first).abs().max())
+                    assert torch.equal(first, second), name   # bitwise deterministic
+        print("ok")
+    """).strip() == "ok"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -4,7 +4,7 @@ import sys
 import pytest
 import torch
 
-from pyg_agg.ops import HAS_NATIVE, HAS_TORCH_SCATTER, get_backend, resolve_backend, use_backend
+from pyg_agg.ops import HAS_NATIVE, HAS_TORCH_SCATTER, HAS_TRITON, get_backend, resolve_backend, use_backend
 from pyg_agg.ops.backend import AUTO_TABLE
 
 
@@ -22,9 +22,9 @@ def test_auto_uses_native_multi_statistics_on_cpu_when_built():
         # unmeasured on GPU, so CUDA keeps the reference unless asked
         assert resolve_backend(op, "cuda") == "torch"
 
-    if HAS_NATIVE:  # the attention has no CUDA kernel yet: "native" falls back there
-        with use_backend("native"):
-            assert resolve_backend("attention", "cuda") == "torch"
+    with use_backend("native"):  # opting in reaches the Triton kernels where Triton imports
+        for op in ("multi", "attention"):
+            assert resolve_backend(op, "cuda") == ("native" if HAS_TRITON else "torch")
 
 
 def test_native_backend_runs_ops_without_a_kernel_on_torch():

@@ -2,7 +2,6 @@
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch
@@ -198,9 +197,8 @@ def test_compiled_backward_matches_eager():
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
-def test_triton_kernels_match_cpu_kernels_under_the_interpreter():
-    # TRITON_INTERPRET must be set before the kernels are defined: a fresh process
-    code = textwrap.dedent("""
+def test_triton_kernels_match_cpu_kernels_under_the_interpreter(triton_interpreter):
+    assert triton_interpreter("""
         import torch
         import pyg_agg.ops.native as native
         from pyg_agg.ops.gpu import segment_stats as triton_kernels
@@ -233,10 +231,7 @@ def test_triton_kernels_match_cpu_kernels_under_the_interpreter():
                         b = triton_kernels.segment_stats_backward_gather(*g, x, ptr, c, t, *saved, *csc)
                         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
         print("ok")
-    """)
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+    """).strip() == "ok"
 
 
 def test_import_never_crashes_without_a_compiler(tmp_path):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import torch
 
-_OPS = ("segment_stats", "segment_stats_backward", "segment_stats_backward_gather")
 _registered = False
 
 
@@ -14,9 +13,13 @@ def register_cuda_kernels() -> None:
         ImportError: Triton is not installed.
     """
     global _registered
-    from pyg_agg.ops.gpu import segment_stats as kernels  # imports triton
+    from pyg_agg.ops.gpu import dynamic_attention, segment_stats  # imports triton
 
+    # each launcher is named after its op
+    ops = {segment_stats: ("segment_stats", "segment_stats_backward", "segment_stats_backward_gather"),
+           dynamic_attention: ("dynamic_attention", "dynamic_attention_backward")}
     if not _registered:
-        for name in _OPS:
-            torch.library.register_kernel(f"pyg_agg::{name}", "cuda", getattr(kernels, name))
+        for kernels, names in ops.items():
+            for name in names:
+                torch.library.register_kernel(f"pyg_agg::{name}", "cuda", getattr(kernels, name))
         _registered = True
