@@ -8,8 +8,9 @@ index arithmetic), :func:`balanced_tree_reduce` the whole reduction.
 
 Only the pure-torch reference exists, so the op has no entry in the backend
 tables: its time is the operator's arithmetic (a GRU per pair for the LCM
-layer), and the index arithmetic of all levels is a few per cent of it, too
-little for a native kernel to pay off.
+layer), and the index arithmetic of all levels is 2.3% of an LCMAggregation
+forward + backward on the ``bench_lcm.py`` molecule batch (0.9% on a 20k-node
+power-law graph), too little for a native kernel to pay off.
 """
 from __future__ import annotations
 
