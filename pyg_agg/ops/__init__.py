@@ -11,6 +11,7 @@ from pyg_agg.ops.backend import (
 )
 from pyg_agg.ops.checks import check_index, check_ptr, set_validation
 from pyg_agg.ops.graph import CSRGraph, Edges, read_edges, target_csr
+from pyg_agg.ops.lcm_tree import SegmentLayout, TreeLevel, balanced_tree_reduce, tree_level
 from pyg_agg.ops.multi import STATISTICS, multi_aggregate, segment_statistics
 from pyg_agg.ops.native import HAS_NATIVE, HAS_TRITON
 from pyg_agg.ops.scatter import scatter, segment_counts
@@ -26,6 +27,9 @@ __all__ = [
     "HAS_TORCH_SPARSE",
     "HAS_TRITON",
     "STATISTICS",
+    "SegmentLayout",
+    "TreeLevel",
+    "balanced_tree_reduce",
     "check_index",
     "check_ptr",
     "dynamic_attention",
@@ -42,5 +46,6 @@ __all__ = [
     "segment_statistics",
     "set_validation",
     "target_csr",
+    "tree_level",
     "use_backend",
 ]

@@ -6,12 +6,10 @@ from typing import Optional, Union
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 from torch.nn import GRUCell, Linear, Module, Parameter, ReLU, Sequential
 from torch_geometric.nn.aggr import Aggregation
 
-from pyg_agg.ops import check_index
-from pyg_agg.ops.checks import check_ptr
+from pyg_agg.ops import balanced_tree_reduce
 
 BinaryOperator = Callable[[Tensor, Tensor], Tensor]
 OPERATORS = ("gru", "mlp")
@@ -48,7 +46,9 @@ class LCMAggregation(Aggregation):
 
     Levels with more than :obj:`chunk_size` pairs are evaluated in chunks whose
     activations are recomputed in the backward pass (gradient checkpointing),
-    which bounds the memory on graphs with hub nodes.
+    which bounds the memory on graphs with hub nodes. The tree is
+    :func:`pyg_agg.ops.balanced_tree_reduce` with :meth:`combine` as the
+    operator.
 
     Args:
         in_channels (int): Size of each input sample.
@@ -143,16 +143,11 @@ class LCMAggregation(Aggregation):
 
     def combine(self, a: Tensor, b: Tensor) -> Tensor:
         r"""The binary operator :math:`a \oplus b` on rows of ``[P, F_out]``."""
-        rows = torch.arange(a.size(0), device=a.device)
-        return self._apply_operator(torch.cat([a, b]), rows, rows + a.size(0))
-
-    def _apply_operator(self, h: Tensor, left: Tensor, right: Tensor) -> Tensor:
-        """``h[left] ⊕ h[right]`` in one operator call."""
         if self.operator == "custom":
-            return self.custom_operator(h.index_select(0, left), h.index_select(0, right))
+            return self.custom_operator(a, b)
         # One call evaluates g(a, b) and g(b, a) for every pair.
-        first = h.index_select(0, torch.cat([left, right]))
-        second = h.index_select(0, torch.cat([right, left]))
+        first = torch.cat([a, b])
+        second = torch.cat([b, a])
         if self.operator == "gru":
             out = self.gru_cell(first, second)
         else:
@@ -198,90 +193,12 @@ class LCMAggregation(Aggregation):
         if x.size(1) != self.in_channels:
             raise ValueError(f"`x` must have {self.in_channels} features (in_channels), "
                              f"got shape {tuple(x.shape)}")
-        if ptr is not None:
-            num_segments = check_ptr(ptr, x, 0)
-            if dim_size is not None and dim_size != num_segments:
-                raise ValueError(f"`dim_size`={dim_size} does not match the {num_segments} "
-                                 f"segments described by `ptr`")
-            counts = (ptr[1:] - ptr[:-1]).long()
-            order = torch.arange(x.size(0), device=x.device)
-        elif index is not None:
-            num_segments = check_index(index, x, 0, dim_size)
-            counts = torch.bincount(index, minlength=num_segments)
-            order = torch.argsort(index, stable=True)
-        else:
-            raise ValueError("One of `index` or `ptr` must be given")
-
         if self.lin is not None:
             x = self.lin(x).relu()
-        starts = counts.cumsum(0) - counts
-        segment_ids, values = self._reduce_tree(x, order, starts, counts)
-
-        if self.identity is not None:
-            out = self.identity.to(x.dtype).expand(num_segments, -1)
-        else:
-            out = x.new_zeros(num_segments, self.out_channels)
-        return out.index_copy(0, segment_ids, values)
-
-    def _reduce_tree(
-        self, h: Tensor, order: Tensor, starts: Tensor, counts: Tensor,
-    ) -> tuple[Tensor, Tensor]:
-        """Reduces every non-empty segment; returns (segment ids, values).
-
-        Segment ``s`` holds rows ``h[order[starts[s] + p]]`` at positions
-        ``p < counts[s]``. ``h`` is never physically reordered: each level
-        builds ``h = [pair results; carried odd elements]`` and a new
-        ``order`` into it. Finished segments leave the working set, so the
-        total work is O(E) and not O(N * depth).
-        """
-        segment_ids = torch.arange(counts.numel(), device=h.device)
-        single = counts == 1
-        done_ids = [segment_ids[single]]
-        done_values = [h.index_select(0, order[starts[single]])]
-
-        active = counts >= 2
-        segment_ids, starts, counts = segment_ids[active], starts[active], counts[active]
-        while segment_ids.numel() > 0:
-            num_pairs = counts // 2
-            odd = counts % 2 == 1
-            pair_offset = num_pairs.cumsum(0) - num_pairs
-            total_pairs = int(pair_offset[-1] + num_pairs[-1])
-            pair_segment = torch.repeat_interleave(num_pairs, output_size=total_pairs)
-            pair_ids = torch.arange(total_pairs, device=h.device)
-            rank = pair_ids - pair_offset[pair_segment]  # k of pair (2k, 2k+1)
-            left = order[starts[pair_segment] + 2 * rank]
-            right = order[starts[pair_segment] + 2 * rank + 1]
-            pairs = self._combine_rows(h, left, right)
-
-            finished = counts == 2
-            done_ids.append(segment_ids[finished])
-            done_values.append(pairs.index_select(0, pair_offset[finished]))
-
-            carried = odd  # an odd segment has >= 3 elements, so it continues
-            carried_rows = order[(starts + counts - 1)[carried]]
-            h = torch.cat([pairs, h.index_select(0, carried_rows)])
-
-            keep = ~finished
-            new_counts = torch.where(keep, num_pairs + odd.long(), 0)
-            new_starts = new_counts.cumsum(0) - new_counts
-            new_order = pair_ids.new_empty(int(new_starts[-1] + new_counts[-1]))
-            kept_pairs = keep[pair_segment]
-            new_order[(new_starts[pair_segment] + rank)[kept_pairs]] = pair_ids[kept_pairs]
-            new_order[(new_starts + num_pairs)[carried]] = total_pairs + torch.arange(
-                carried_rows.numel(), device=h.device)
-
-            order = new_order
-            segment_ids, starts, counts = segment_ids[keep], new_starts[keep], new_counts[keep]
-
-        return torch.cat(done_ids), torch.cat(done_values)
-
-    def _combine_rows(self, h: Tensor, left: Tensor, right: Tensor) -> Tensor:
-        """``h[left] ⊕ h[right]``, recomputed in chunks in backward if large."""
-        if self.chunk_size is None or left.numel() <= self.chunk_size:
-            return self._apply_operator(h, left, right)
-        params = [p for p in self.operator_parameters() if p.requires_grad]
-        return _RecomputedPairs.apply(h, left, right, self._apply_operator, self.chunk_size,
-                                      *params)
+        return balanced_tree_reduce(
+            x, self.combine, index, ptr, dim_size,
+            empty_value=None if self.identity is None else self.identity.to(x.dtype),
+            chunk_size=self.chunk_size, parameters=self.operator_parameters())
 
     def operator_parameters(self) -> list[Parameter]:
         """The parameters of the binary operator (not of the projection)."""
@@ -302,37 +219,3 @@ class LCMAggregation(Aggregation):
         return (f"{self.__class__.__name__}({self.in_channels}, "
                 f"{self.out_channels}, project={self.project}{options})")
 
-
-class _RecomputedPairs(torch.autograd.Function):
-    """``apply(h, left, right)`` evaluated chunk by chunk without storing the
-    operator's activations; backward recomputes them one chunk at a time, so
-    the extra memory is O(chunk_size * F) instead of O(P * F)."""
-
-    @staticmethod
-    def forward(ctx, h, left, right, apply, chunk_size, *params):  # type: ignore[override]
-        ctx.apply_operator, ctx.chunk_size = apply, chunk_size
-        ctx.save_for_backward(h, left, right, *params)
-        with torch.no_grad():
-            chunks = zip(left.split(chunk_size), right.split(chunk_size), strict=True)
-            return torch.cat([apply(h, lc, rc) for lc, rc in chunks])
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_out):  # type: ignore[override]
-        h, left, right, *params = ctx.saved_tensors
-        grad_h = torch.zeros_like(h)
-        grad_params = [torch.zeros_like(p) for p in params]
-        for start in range(0, left.numel(), ctx.chunk_size):
-            chunk = slice(start, start + ctx.chunk_size)
-            rows = torch.cat([left[chunk], right[chunk]])
-            local = torch.arange(rows.numel(), device=h.device)
-            with torch.enable_grad():
-                sub = h.detach().index_select(0, rows).requires_grad_()
-                out = ctx.apply_operator(sub, *local.chunk(2))
-                grads = torch.autograd.grad(out, [sub, *params], grad_out[chunk],
-                                            allow_unused=True)
-            grad_h.index_add_(0, rows, grads[0])
-            for total, grad in zip(grad_params, grads[1:], strict=True):
-                if grad is not None:
-                    total.add_(grad)
-        return (grad_h, None, None, None, None, *grad_params)

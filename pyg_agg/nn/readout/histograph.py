@@ -10,9 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import LayerNorm, Linear, ModuleList
 
-from pyg_agg.ops import check_index, ptr_to_index, segment_counts
-from pyg_agg.ops.checks import check_ptr
-from pyg_agg.ops.scatter import scatter_unchecked
+from pyg_agg.ops import check_index, check_ptr, ptr_to_index, scatter, segment_counts
 
 LAYER_WEIGHTINGS = ("signed", "softmax")
 LEVELS = ("graph", "node")
@@ -232,7 +230,7 @@ class HistoGraphReadout(torch.nn.Module):
             return (out, HistoGraphWeights(alpha, None)) if return_weights else out
 
         batch, num_graphs = self._resolve_batch(batch, ptr, size, num_nodes, x)
-        alpha = self._normalise(scatter_unchecked(scores, batch, 0, num_graphs, "mean"))  # [B, L]
+        alpha = self._normalise(scatter(scores, batch, 0, num_graphs, reduce="mean"))  # [B, L]
         h = (alpha[batch].unsqueeze(-1) * x).sum(dim=1)  # [N, D]
         h = F.dropout(h, self.dropout, self.training)
 
@@ -241,7 +239,7 @@ class HistoGraphReadout(torch.nn.Module):
             z = z + h
         if self.norm is not None:
             z = self.norm(z)
-        out = self.lin_out(scatter_unchecked(z, batch, 0, num_graphs, "mean"))
+        out = self.lin_out(scatter(z, batch, 0, num_graphs, reduce="mean"))
         return (out, HistoGraphWeights(alpha, attn)) if return_weights else out
 
     def _normalise(self, c: Tensor) -> Tensor:

@@ -1,5 +1,3 @@
-import math
-
 import pytest
 import torch
 from torch_geometric.nn import MessagePassing
@@ -102,21 +100,6 @@ def test_associative_operator_is_order_invariant_and_equals_scatter_max():
     for _ in range(3):
         perm = torch.randperm(index.numel())
         assert torch.equal(aggr(x[perm], index[perm], dim_size=30), expected)
-
-
-def test_tree_has_log_depth_and_linear_work():
-    calls = []
-
-    def counting_max(a, b):
-        calls.append(a.size(0))
-        return torch.maximum(a, b)
-
-    degrees = torch.tensor([0, 1, 2, 3, 5, 37, 64, 9])
-    aggr = LCMAggregation(4, 4, project=False, operator=counting_max)
-    aggr(torch.randn(int(degrees.sum()), 4), random_graph_index(8, degrees), dim_size=8)
-    # One batched call per level, and every application removes one element.
-    assert len(calls) == math.ceil(math.log2(int(degrees.max())))
-    assert sum(calls) == int((degrees - 1).clamp(min=0).sum())
 
 
 def test_empty_neighbourhoods():
