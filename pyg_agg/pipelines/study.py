@@ -78,7 +78,7 @@ def add_study_arguments(parser: argparse.ArgumentParser, name: str, docs_page: s
     ``reduced_budgets`` (name: what it cuts from the paper's protocol)."""
     reduced = reduced_budgets or {}
     add = parser.add_argument
-    add("--budget", choices=(*BUDGETS, *reduced), default="full",
+    add("--budget", choices=("full", *reduced, "small"), default="full",
         help="; ".join(["full: the paper's protocol",
                         *(f"{budget}: {cut} (not the paper's protocol)"
                           for budget, cut in reduced.items()),
