@@ -3,16 +3,22 @@
 A study trains several *units* (one model under one condition, e.g. GATv2 at
 ``k = 50``) and writes one results file, ``docs/results/<study>.json``::
 
-    {"study": ..., "budget": "full" | "small",
+    {"study": ..., "budget": "full" | "small" | a reduced budget of the study,
      "paper": {model: {condition: value}},   # the numbers the paper reports
      "ours":  {model: {condition: value}},   # ours, nested the same way
      "command": ..., "commit": ...,          # of the session that started the run
      "sessions": [{"command", "commit"}, ...],  # every session, resumptions included
      "settings": {...}, "details": {model: {...}}}
 
+The ``full`` budget is the paper's protocol and ``small`` a check run of
+seconds; a study whose full protocol is out of reach on a CPU may add reduced
+budgets (say ``cpu``), which write to ``docs/`` like the full one and whose
+tables say they are not the paper's protocol.
+
 Under ``--out`` it keeps ``study.json`` (the settings and the sessions) and one
 checkpoint per unit, rewritten atomically after every epoch with the model,
-optimizer, scheduler, history and RNG states. ``--resume`` refuses to start
+optimizer, scheduler, the unit's own state (e.g. its best epoch's weights),
+history and RNG states. ``--resume`` refuses to start
 when a setting differs from ``study.json`` (one line naming the settings), then
 skips finished units and continues the others from their last epoch. Units are
 seeded on their own and shuffle with a generator seeded by ``(seed, epoch)``,
@@ -31,7 +37,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -62,22 +68,30 @@ class Trainee:
     model: nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: Optional[Any] = None
+    #: More of the unit's state to checkpoint (tensors, numbers, lists, dicts).
+    state: dict[str, Any] = field(default_factory=dict)
 
 
-def add_study_arguments(parser: argparse.ArgumentParser, name: str, docs_page: str) -> None:
-    """The options every study has; the study adds its ``--models`` and the like."""
+def add_study_arguments(parser: argparse.ArgumentParser, name: str, docs_page: str,
+                        reduced_budgets: Optional[dict[str, str]] = None) -> None:
+    """The options every study has; the study adds its ``--models`` and the like, and
+    ``reduced_budgets`` (name: what it cuts from the paper's protocol)."""
+    reduced = reduced_budgets or {}
     add = parser.add_argument
-    add("--budget", choices=BUDGETS, default="full",
-        help="full: the paper's protocol; small: a short check run (tests, new machines)")
+    add("--budget", choices=("full", *reduced, "small"), default="full",
+        help="; ".join(["full: the paper's protocol",
+                        *(f"{budget}: {cut} (not the paper's protocol)"
+                          for budget, cut in reduced.items()),
+                        "small: a short check run (tests, new machines)"]))
     add("--seed", type=int, default=0)
     add("--out", help=f"checkpoint folder (default runs/{name}, runs/{name}-small)")
     add("--resume", action="store_true", help="continue the run in --out")
     add("--stop-after-epochs", type=int, default=None,
         help="end this session after training this many epochs (resume with --resume)")
-    add("--results", help=f"results file (default docs/results/{name}.json for the full "
-                          "budget, results.json in --out for the small one)")
+    add("--results", help=f"results file (default docs/results/{name}.json, results.json "
+                          "in --out for the small budget)")
     add("--docs", help=f"docs page whose table is regenerated from the results (default "
-                       f"docs/{docs_page} for the full budget, none for the small one; '' for none)")
+                       f"docs/{docs_page}, none for the small budget; '' for none)")
     add("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     add("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
 
@@ -130,23 +144,24 @@ class Study:
             by ``examples/<name>.py``) and the options of :func:`add_study_arguments`:
             ``budget``, ``out`` (the
             checkpoint folder), ``resume``, ``stop_after_epochs``, ``results`` and
-            ``docs`` (checked for the table's markers before any training). Only a
-            full-budget run writes to ``docs/`` unless told to.
+            ``docs`` (checked for the table's markers before any training). The
+            small budget writes to ``docs/`` only when told to.
+        budgets: The budgets the study knows (``BUDGETS`` and its reduced ones).
     """
 
     def __init__(self, name: str, docs_page: str, settings: Any,
-                 args: argparse.Namespace) -> None:
-        if args.budget not in BUDGETS:
-            raise ValueError(f"--budget must be one of {BUDGETS}, got {args.budget!r}")
+                 args: argparse.Namespace, budgets: tuple[str, ...] = BUDGETS) -> None:
+        if args.budget not in budgets:
+            raise ValueError(f"--budget must be one of {budgets}, got {args.budget!r}")
         if args.stop_after_epochs is not None and args.stop_after_epochs < 1:
             raise ValueError(f"--stop-after-epochs must be a positive integer, "
                              f"got {args.stop_after_epochs}")
-        full = args.budget == "full"
+        full, small = args.budget == "full", args.budget == "small"
         self.out = Path(args.out or f"runs/{name}{'' if full else '-' + args.budget}")
-        self.results = Path(args.results or (REPO_ROOT / "docs" / "results" / f"{name}.json"
-                                             if full else self.out / "results.json"))
+        self.results = Path(args.results or (self.out / "results.json" if small else
+                                             REPO_ROOT / "docs" / "results" / f"{name}.json"))
         self.docs_page = (args.docs if args.docs is not None else
-                          str(REPO_ROOT / "docs" / docs_page) if full else "")
+                          "" if small else str(REPO_ROOT / "docs" / docs_page))
         if self.docs_page:
             docs_table(Path(self.docs_page), name)
         self.name, self.budget = name, args.budget
@@ -200,6 +215,7 @@ class Study:
             trainee.optimizer.load_state_dict(saved["optimizer"])
             if trainee.scheduler is not None:
                 trainee.scheduler.load_state_dict(saved["scheduler"])
+            trainee.state = saved.get("state", {})
             history = saved["history"]
             set_rng_state(saved["rng"])
         bar = tqdm(total=max_epochs, initial=len(history), desc=f"{self.name}: {key}",
@@ -221,7 +237,7 @@ class Study:
                          "optimizer": trainee.optimizer.state_dict(),
                          "scheduler": None if trainee.scheduler is None
                          else trainee.scheduler.state_dict(),
-                         "history": history, "rng": rng_state(), "result": result}, path)
+                         "state": trainee.state, "history": history, "rng": rng_state(), "result": result}, path)
             if self.epochs_left is not None:
                 self.epochs_left -= 1
             bar.set_postfix_str(", ".join(f"{name} {value:.4g}"
@@ -295,7 +311,8 @@ def render_table(results: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(row) + " |")
     budget = ("the paper's protocol" if results["budget"] == "full" else
               "**a short check run, not the paper's protocol; the full run has not been "
-              "run yet**")
+              "run yet**" if results["budget"] == "small" else
+              "**a reduced budget, not the paper's protocol**")
     lines += ["", f"Budget `{results['budget']}` ({budget}). Command: `{results['command']}`, "
                   f"commit `{results['commit']}`."]
     cells = next((value for model in ours.values() for value in model.values()

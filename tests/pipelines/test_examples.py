@@ -67,6 +67,7 @@ def test_pna_molhiv_recipe_runs_on_a_small_mol_set(shared_data, cache_dir, tmp_p
 @pytest.mark.parametrize("example,argv", [
     ("lcm_second_min.py", ["--models", "LCM"]),
     ("dictionary_lookup.py", ["--models", "GATv2, 1 head", "--k", "5"]),
+    ("pna_multitask.py", ["--models", "MPNN (sum)"]),
 ])
 def test_study_examples_run_their_small_budget(example, argv, tmp_path, monkeypatch,
                                                single_thread):

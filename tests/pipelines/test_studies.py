@@ -6,17 +6,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from pyg_agg.pipelines import dictionary_lookup, lcm_second_min
+from pyg_agg.pipelines import dictionary_lookup, lcm_second_min, pna_multitask
 from pyg_agg.pipelines.study import docs_table, render_table, update_docs_table
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 STUDIES = {"lcm_second_min": (lcm_second_min, "lcm.md"),
-           "dictionary_lookup": (dictionary_lookup, "gatv2.md")}
+           "dictionary_lookup": (dictionary_lookup, "gatv2.md"),
+           "pna_multitask": (pna_multitask, "pna.md")}
 #: Two models each, one of them order-sensitive or multi-head, to keep the resume tests short.
 FEW_MODELS = {"lcm_second_min": ["LCM + permutation", "LCM (PyG)"],
-              "dictionary_lookup": ["GATv2, 1 head", "GAT (PyG), 8 heads"]}
+              "dictionary_lookup": ["GATv2, 1 head", "GAT (PyG), 8 heads"],
+              "pna_multitask": ["PNA", "MPNN (max)"]}
 
 
 def run(name, tmp_path, *extra, out="run", results="results.json"):
@@ -37,15 +39,21 @@ def test_small_budget_writes_results_and_docs_table(name, tmp_path):
     assert {"paper", "ours", "command", "budget", "commit"} <= results.keys()
     assert results["budget"] == "small" and "--budget small" in results["command"]
     module, page = STUDIES[name]
-    assert list(results["ours"]) == list(module.MODELS)
-    conditions = ([f"n={n}" for n in module.BUDGETS["small"].eval_sizes]
-                  if name == "lcm_second_min" else
-                  [f"k={k}" for k in module.BUDGETS["small"].ks])
+    small = module.BUDGETS["small"]
+    if name == "pna_multitask":
+        assert list(results["ours"]) == [pna_multitask.MEAN_PREDICTOR, *module.MODELS]
+        conditions = [*pna_multitask.TASKS, "average",
+                      *map(pna_multitask.extrapolation_key, small.extrapolation_sizes)]
+    else:
+        assert list(results["ours"]) == list(module.MODELS)
+        conditions = ([f"n={n}" for n in small.eval_sizes] if name == "lcm_second_min" else
+                      [f"k={k}" for k in small.ks])
     for model, values in results["ours"].items():
         assert list(values) == conditions
         for value in values.values():
             for score in value.values() if isinstance(value, dict) else [value]:
-                assert 0.0 <= score <= 1.0
+                # accuracies, or log10 MSEs of labels at most 1 in absolute value
+                assert 0.0 <= score <= 1.0 if name != "pna_multitask" else score < 0.5
         for condition, value in results["paper"].get(model, {}).items():
             assert type(value) is type(values[condition])  # nested the same way
     assert docs_table(tmp_path / page, name) == render_table(results)
@@ -144,3 +152,42 @@ def test_stalled_compares_the_last_epochs_with_the_best_before():
     assert dictionary_lookup.stalled(history, 2)
     assert not dictionary_lookup.stalled(history, 3)  # 0.5 beat 0.1
     assert not dictionary_lookup.stalled(history[:2], 2)  # too short to tell
+
+
+def test_reduced_budget_table_says_so(tmp_path):
+    results = {"study": "s", "budget": "cpu", "command": "python x.py --budget cpu",
+               "commit": "abc", "paper": {}, "ours": {"A": {"average": -1.0}}}
+    assert "a reduced budget, not the paper's protocol" in render_table(results)
+
+
+def test_pna_multitask_small_run_records_the_validation_curve_and_plots_it(tmp_path):
+    results = run("pna_multitask", tmp_path, "--models", "PNA")
+    detail = results["details"]["PNA"]
+    budget = pna_multitask.BUDGETS["small"]
+    assert len(detail["validation"]) == detail["epochs"] <= budget.max_epochs
+    assert detail["validation"][detail["best_epoch"] - 1] == min(detail["validation"])
+    assert (tmp_path / "results.png").stat().st_size > 0
+    assert results["paper"] == {"PNA": {"average": -2.97}}
+
+
+def test_pna_multitask_patience_counts_the_epochs_since_the_best_validation_loss():
+    curve = [0.5, 0.4, 0.45, 0.41]
+    assert pna_multitask.patience_ran_out(curve, 2)
+    assert not pna_multitask.patience_ran_out(curve, 3)
+    assert pna_multitask.patience_ran_out(curve + [0.4], 3)  # equal is not better
+    assert not pna_multitask.patience_ran_out(curve + [0.39], 3)
+
+
+def test_pna_multitask_mean_predictor_predicts_the_mean_of_the_group_means():
+    from torch_geometric.data import Batch, Data
+
+    def group(n, label):
+        graph = Data(x=torch.zeros(n, 2), edge_index=torch.zeros(2, 0, dtype=torch.long),
+                     y_node=torch.full((n, 3), label), y_graph=torch.full((1, 3), label))
+        return n, Batch.from_data_list([graph])
+
+    groups = [group(2, 0.0), group(6, 1.0)]
+    node, whole = pna_multitask.mean_predictor(groups)(groups[0][1], 2)
+    assert node.tolist() == [[0.5] * 3] * 2 and whole.tolist() == [[0.5] * 3]
+    assert pna_multitask.task_mse(pna_multitask.mean_predictor(groups), groups).tolist() == [
+        0.25] * 6
