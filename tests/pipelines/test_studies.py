@@ -132,6 +132,17 @@ def test_small_budget_table_says_so(tmp_path):
     assert "not the paper's protocol" in table and "Cells: train / test." in table
 
 
+def test_table_shows_the_std_where_the_results_have_one(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("<!-- study-table: s -->\n<!-- /study-table -->\n")
+    results = {"study": "s", "budget": "full", "command": "python x.py", "commit": "abc",
+               "paper": {"A": {"Cora": {"2": 0.8, "64": 0.7}}},
+               "ours": {"A": {"Cora": {"2": 0.75, "64": 0.5}}},
+               "std": {"A": {"Cora": {"2": 0.01, "64": 0.125}}}}
+    update_docs_table(page, results)
+    assert "| A | 0.800 / 0.700 | 0.750 ± 0.010 / 0.500 ± 0.125 |" in docs_table(page, "s")
+
+
 def test_shuffle_within_sets_keeps_every_set_in_its_slot():
     batch = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2])
     order = lcm_second_min.shuffle_within_sets(batch, torch.Generator().manual_seed(0))
