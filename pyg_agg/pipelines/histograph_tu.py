@@ -303,7 +303,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ours[name][dataset_name], std[name][dataset_name] = mean_std(
                 [unit_scores["test"] for unit_scores, _ in units])
             details[name][dataset_name] = {
-                "folds": [{**unit_scores, "parameters": unit_details["parameters"]}
+                "folds": [{**unit_scores, "trained_epochs": unit_details["epochs"],
+                           "parameters": unit_details["parameters"]}
                           for unit_scores, unit_details in units]}
     return study.write_results(PAPER, ours, details, std)
 

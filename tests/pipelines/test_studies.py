@@ -153,7 +153,7 @@ def test_deep_gcn_small_budget_nests_model_dataset_depth(tmp_path, shared_data):
         assert list(datasets) == ["Cora"] and list(datasets["Cora"]) == ["2", "3"]
         assert 0.0 <= datasets["Cora"]["3"] <= 1.0 and results["std"][model]["Cora"]["3"] >= 0
         seeds = results["details"][model]["Cora"]["3"]["seeds"]
-        assert len(seeds) == 2 and all(1 <= seed["epoch"] <= 2 for seed in seeds)
+        assert len(seeds) == 2 and all(1 <= seed["epoch"] <= 3 for seed in seeds)
     assert results["paper"]["GCN+HISTOGRAPH"]["Cora"]["64"] == 0.775
     assert docs_table(tmp_path / "histograph.md", "histograph_deep_gcn") == render_table(results)
 
@@ -216,6 +216,15 @@ def test_histograph_bad_options_are_named_before_any_run(name, argv, match, tmp_
     with pytest.raises(ValueError, match=match):
         run(name, tmp_path, *argv)
     assert not (tmp_path / "run").exists()
+
+
+def test_deep_gcn_stops_patience_epochs_after_the_selected_one(tmp_path, shared_data,
+                                                              cache_dir):
+    # small budget: at most 3 epochs, patience 1; so 2 epochs unless epoch 2 is selected
+    results = run_on_data("histograph_deep_gcn", tmp_path, shared_data, "--models", "GCN")
+    for depth in ("2", "3"):
+        for seed in results["details"]["GCN"]["Cora"][depth]["seeds"]:
+            assert seed["trained_epochs"] == min(seed["epoch"] + 1, 3)
 
 
 def test_select_epoch_prefers_validation_accuracy_then_loss():
