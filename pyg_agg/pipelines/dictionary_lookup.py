@@ -171,7 +171,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 return {"loss": total_loss / total, "train": correct / total,
                         "lr": trainee.optimizer.param_groups[0]["lr"]}
 
-            def evaluate(trainee: Trainee, k=k) -> dict[str, float]:
+            def evaluate(trainee: Trainee, history: list[dict[str, float]], k=k,
+                         ) -> dict[str, float]:
                 return {split: accuracy(trainee.model,
                                         DataLoader(data, batch_size=s.batch_size), device)
                         for split, data in splits(k).items()}

@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                                     eval_loaders[progress_condition],
                                                     s.num_bits, device)}
 
-        def evaluate(trainee: Trainee) -> dict[str, float]:
+        def evaluate(trainee: Trainee, history: list[dict[str, float]]) -> dict[str, float]:
             return {condition: exact_match(trainee.model, loader, s.num_bits, device)
                     for condition, loader in eval_loaders.items()}
 

@@ -293,10 +293,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             curve.append(val)
             return {"loss": sum(losses) / len(losses), "val": val}
 
-        def evaluate(trainee: Trainee) -> dict[str, Any]:
+        def evaluate(trainee: Trainee, history: list[dict[str, float]]) -> dict[str, Any]:
             trainee.model.load_state_dict(trainee.state["best_model"])
             trainee.model.eval()
-            curve = trainee.state["validation"]
+            curve = [row["val"] for row in history]
             return {"scores": scores(trainee.model), "validation": curve,
                     "best_epoch": 1 + curve.index(min(curve))}
 

@@ -6,6 +6,7 @@ A study trains several *units* (one model under one condition, e.g. GATv2 at
     {"study": ..., "budget": "full" | "small" | a reduced budget of the study,
      "paper": {model: {condition: value}},   # the numbers the paper reports
      "ours":  {model: {condition: value}},   # ours, nested the same way
+     "std":   {model: {condition: value}},   # optional: the spread over seeds or folds
      "command": ..., "commit": ...,          # of the session that started the run
      "sessions": [{"command", "commit"}, ...],  # every session, resumptions included
      "settings": {...}, "details": {model: {...}}}
@@ -191,19 +192,21 @@ class Study:
 
     def unit(self, key: str, seed: int, build: Callable[[], Trainee],
              train_epoch: Callable[[Trainee, int], dict[str, float]],
-             evaluate: Callable[[Trainee], dict[str, Any]], max_epochs: int,
+             evaluate: Callable[[Trainee, list[dict[str, float]]], dict[str, Any]],
+             max_epochs: int,
              finished: Callable[[list[dict[str, float]]], bool] = lambda history: False,
              ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Trains (or resumes, or just reads) one unit; returns its scores and details.
 
         ``train_epoch(trainee, epoch)`` runs epoch ``epoch`` (from 1) and returns
         its metrics; training stops after ``max_epochs`` or once
-        ``finished(history)``. The scores are ``evaluate(trainee)`` after the last
-        epoch; the details are ``epochs`` (epochs trained), ``parameters`` (of the
+        ``finished(history)``. The scores are ``evaluate(trainee, history)`` after
+        the last epoch (the history lets a study report the epoch it selects on a
+        validation split); the details are ``epochs`` (epochs trained), ``parameters`` (of the
         model) and ``last_epoch`` (the last epoch's metrics). Both are stored in
         the unit's checkpoint, so a finished unit is not evaluated again.
         """
-        path = self.out / f"{_file_name(key)}.pt"
+        path = self.checkpoint_path(key)
         saved = load_checkpoint(path) if path.exists() else None
         if saved is not None and saved["result"] is not None:
             return saved["result"]["scores"], saved["result"]["details"]
@@ -230,7 +233,7 @@ class Study:
             history.append(train_epoch(trainee, epoch))
             if epoch == max_epochs or finished(history):
                 parameters = sum(p.numel() for p in trainee.model.parameters())
-                result = {"scores": evaluate(trainee),
+                result = {"scores": evaluate(trainee, history),
                           "details": {"epochs": epoch, "parameters": parameters,
                                       "last_epoch": history[-1]}}
             save_atomic({"model": trainee.model.state_dict(),
@@ -246,10 +249,17 @@ class Study:
         bar.close()
         return result["scores"], result["details"]
 
+    def checkpoint_path(self, key: str) -> Path:
+        """The checkpoint of unit ``key`` (its model after the last epoch once finished)."""
+        return self.out / f"{_file_name(key)}.pt"
+
     def write_results(self, paper: dict[str, Any], ours: dict[str, Any],
-                      details: dict[str, Any]) -> dict[str, Any]:
-        """Writes the results file (and the docs page's table); returns the results."""
+                      details: dict[str, Any], std: Optional[dict[str, Any]] = None,
+                      ) -> dict[str, Any]:
+        """Writes the results file (and the docs page's table); returns the results.
+        ``std``, nested like ``ours``, is the spread of each number (over seeds or folds)."""
         data = {"study": self.name, "budget": self.budget, "paper": paper, "ours": ours,
+                **({"std": std} if std is not None else {}),
                 "command": self.sessions[0]["command"], "commit": self.sessions[0]["commit"],
                 "sessions": self.sessions, "settings": self.settings, "details": details}
         self.results.parent.mkdir(parents=True, exist_ok=True)
@@ -281,18 +291,21 @@ TABLE_START = "<!-- study-table: {name} -->"
 TABLE_END = "<!-- /study-table -->"
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, std: Any = None) -> str:
+    """``value`` to 3 decimals (``± std`` where given); a dict's values joined by ' / '."""
     if value is None:
         return "–"
     if isinstance(value, dict):
-        return " / ".join(_cell(v) for v in value.values())
-    return f"{value:.3f}"
+        stds = std if isinstance(std, dict) else {}
+        return " / ".join(_cell(v, stds.get(key)) for key, v in value.items())
+    return f"{value:.3f}" if std is None else f"{value:.3f} ± {std:.3f}"
 
 
 def render_table(results: dict[str, Any]) -> str:
     """The markdown table of a results file: per model and condition, the paper's
-    number (where it reports one) and ours."""
-    paper, ours = results["paper"], results["ours"]
+    number (where it reports one) and ours, with ``± std`` where the file has a
+    ``std`` nested like ``ours`` (over seeds or folds)."""
+    paper, ours, std = results["paper"], results["ours"], results.get("std", {})
     conditions = list(dict.fromkeys(c for model in ours.values() for c in model))
     with_paper = {c for model in paper.values() for c in model}
     header = ["model"]
@@ -307,7 +320,7 @@ def render_table(results: dict[str, Any]) -> str:
         for condition in conditions:
             if condition in with_paper:
                 row.append(_cell(paper.get(model, {}).get(condition)))
-            row.append(_cell(values.get(condition)))
+            row.append(_cell(values.get(condition), std.get(model, {}).get(condition)))
         lines.append("| " + " | ".join(row) + " |")
     budget = ("the paper's protocol" if results["budget"] == "full" else
               "**a short check run, not the paper's protocol; the full run has not been "

@@ -64,13 +64,19 @@ def test_pna_molhiv_recipe_runs_on_a_small_mol_set(shared_data, cache_dir, tmp_p
     assert 0.0 <= json.loads((tmp_path / "summary.json").read_text())["test"]["mean"] <= 1.0
 
 
-@pytest.mark.parametrize("example,argv", [
-    ("lcm_second_min.py", ["--models", "LCM"]),
-    ("dictionary_lookup.py", ["--models", "GATv2, 1 head", "--k", "5"]),
-    ("pna_multitask.py", ["--models", "MPNN (sum)"]),
+@pytest.mark.parametrize("example,argv,offline_data", [
+    ("lcm_second_min.py", ["--models", "LCM"], False),
+    ("dictionary_lookup.py", ["--models", "GATv2, 1 head", "--k", "5"], False),
+    ("pna_multitask.py", ["--models", "MPNN (sum)"], False),
+    ("histograph_deep_gcn.py",
+     ["--models", "GCN+HISTOGRAPH", "--datasets", "Cora", "--depths", "2"], True),
+    ("histograph_tu.py", ["--models", "HISTOGRAPH", "--datasets", "MUTAG"], True),
 ])
-def test_study_examples_run_their_small_budget(example, argv, tmp_path, monkeypatch,
-                                               single_thread):
+def test_study_examples_run_their_small_budget(example, argv, offline_data, tmp_path,
+                                               monkeypatch, single_thread, request):
+    if offline_data:
+        request.getfixturevalue("cache_dir")
+        argv = ["--root", str(request.getfixturevalue("shared_data")), *argv]
     argv = ["--budget", "small", "--out", str(tmp_path / "run"), *argv]
     assert _run_example(example, argv, monkeypatch) == 0
     results = json.loads((tmp_path / "run" / "results.json").read_text())

@@ -6,15 +6,25 @@ from pathlib import Path
 import pytest
 import torch
 
-from pyg_agg.pipelines import dictionary_lookup, lcm_second_min, pna_multitask
+from pyg_agg.pipelines import (
+    dictionary_lookup,
+    histograph_deep_gcn,
+    histograph_tu,
+    lcm_second_min,
+    pna_multitask,
+)
 from pyg_agg.pipelines.study import docs_table, render_table, update_docs_table
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+#: The studies on synthetic data, run whole at their small budget.
 STUDIES = {"lcm_second_min": (lcm_second_min, "lcm.md"),
            "dictionary_lookup": (dictionary_lookup, "gatv2.md"),
            "pna_multitask": (pna_multitask, "pna.md")}
+#: The studies on the offline datasets (``--root``), run on a part of their small budget.
+DATA_STUDIES = {"histograph_deep_gcn": (histograph_deep_gcn, "histograph.md"),
+                "histograph_tu": (histograph_tu, "histograph.md")}
 #: Two models each, one of them order-sensitive or multi-head, to keep the resume tests short.
 FEW_MODELS = {"lcm_second_min": ["LCM + permutation", "LCM (PyG)"],
               "dictionary_lookup": ["GATv2, 1 head", "GAT (PyG), 8 heads"],
@@ -22,7 +32,7 @@ FEW_MODELS = {"lcm_second_min": ["LCM + permutation", "LCM (PyG)"],
 
 
 def run(name, tmp_path, *extra, out="run", results="results.json"):
-    module, page = STUDIES[name]
+    module, page = {**STUDIES, **DATA_STUDIES}[name]
     docs = tmp_path / page
     if not docs.exists():
         shutil.copy(DOCS / page, docs)
@@ -119,11 +129,123 @@ def test_bad_options_are_named_before_any_run(argv, match, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("name", STUDIES)
+@pytest.mark.parametrize("name", [*STUDIES, *DATA_STUDIES])
 def test_docs_tables_are_generated_from_the_committed_results(name):
     results = json.loads((DOCS / "results" / f"{name}.json").read_text())
     assert {"paper", "ours", "command", "budget", "commit"} <= results.keys()
-    assert docs_table(DOCS / STUDIES[name][1], name) == render_table(results)
+    assert docs_table(DOCS / {**STUDIES, **DATA_STUDIES}[name][1], name) == render_table(results)
+
+
+def test_committed_histograph_results_nest_model_condition_value():
+    deep_gcn = json.loads((DOCS / "results" / "histograph_deep_gcn.json").read_text())
+    for results in (deep_gcn["paper"], deep_gcn["ours"], deep_gcn["std"]):
+        assert 0.0 <= results["GCN+HISTOGRAPH"]["Cora"]["64"] <= 1.0
+    tu = json.loads((DOCS / "results" / "histograph_tu.json").read_text())
+    assert list(tu["ours"]) == list(histograph_tu.MODELS)
+    assert all(list(values) == list(histograph_tu.DATASETS) for values in tu["ours"].values())
+
+
+# ---------------------------------------------------------------- HISTOGRAPH studies
+
+#: A part of each small budget that runs in seconds: (data options, a few models).
+DATA_PART = {"histograph_deep_gcn": ["--datasets", "Cora", "--depths", "2", "3"],
+             "histograph_tu": ["--datasets", "MUTAG"]}
+FEW_DATA_MODELS = {"histograph_deep_gcn": ["GCN+HISTOGRAPH", "GCN+JK-max (PyG)"],
+                   "histograph_tu": ["HISTOGRAPH (frozen)", "JK-cat (PyG)"]}
+
+
+def run_on_data(name, tmp_path, shared_data, *extra, **kwargs):
+    return run(name, tmp_path, "--root", str(shared_data), *DATA_PART[name], *extra, **kwargs)
+
+
+@pytest.mark.usefixtures("cache_dir")
+def test_deep_gcn_small_budget_nests_model_dataset_depth(tmp_path, shared_data):
+    results = run_on_data("histograph_deep_gcn", tmp_path, shared_data)
+    assert {"paper", "ours", "std", "command", "budget", "commit"} <= results.keys()
+    assert list(results["ours"]) == list(histograph_deep_gcn.MODELS)
+    for model, datasets in results["ours"].items():
+        assert list(datasets) == ["Cora"] and list(datasets["Cora"]) == ["2", "3"]
+        assert 0.0 <= datasets["Cora"]["3"] <= 1.0 and results["std"][model]["Cora"]["3"] >= 0
+        seeds = results["details"][model]["Cora"]["3"]["seeds"]
+        assert len(seeds) == 2 and all(1 <= seed["epoch"] <= 3 for seed in seeds)
+    assert results["paper"]["GCN+HISTOGRAPH"]["Cora"]["64"] == 0.775
+    assert docs_table(tmp_path / "histograph.md", "histograph_deep_gcn") == render_table(results)
+
+
+@pytest.mark.usefixtures("cache_dir")
+def test_tu_small_budget_runs_every_readout_in_both_modes(tmp_path, shared_data):
+    results = run_on_data("histograph_tu", tmp_path, shared_data)
+    assert list(results["ours"]) == list(histograph_tu.MODELS)
+    assert results["paper"]["HISTOGRAPH softmax"]["PROTEINS"] == 0.7445
+    for model, datasets in results["ours"].items():
+        assert list(datasets) == ["MUTAG"] and 0.0 <= datasets["MUTAG"] <= 1.0
+        folds = results["details"][model]["MUTAG"]["folds"]
+        assert len(folds) == 2
+        if model.startswith("HISTOGRAPH"):
+            weights = folds[0]["layer_weights"]
+            assert len(weights["mean"]) == 5 and 0.0 <= weights["negative_share"] <= 1.0
+            if "softmax" in model:
+                assert weights["negative_share"] == 0.0
+    # a frozen model keeps the backbone of its fold's end-to-end mean model, untouched
+    backbone = torch.load(tmp_path / "run" / "MUTAG__mean__fold_1.pt")["model"]
+    frozen = torch.load(tmp_path / "run" / "MUTAG__HISTOGRAPH__frozen___fold_1.pt")["model"]
+    for key, value in backbone.items():
+        if key.startswith("backbone."):
+            assert torch.equal(frozen[key], value), key
+    assert docs_table(tmp_path / "histograph.md", "histograph_tu") == render_table(results)
+
+
+@pytest.mark.usefixtures("cache_dir")
+@pytest.mark.parametrize("name", DATA_STUDIES)
+def test_histograph_study_paused_and_resumed_gives_the_same_numbers(name, tmp_path, shared_data):
+    models = ["--models", *FEW_DATA_MODELS[name]]
+    straight = run_on_data(name, tmp_path, shared_data, *models, out="straight",
+                           results="straight.json")
+    for session in (["--stop-after-epochs", "1"], ["--resume", "--stop-after-epochs", "3"]):
+        assert run_on_data(name, tmp_path, shared_data, *models, *session, out="paused",
+                           results="paused.json") is None
+    resumed = run_on_data(name, tmp_path, shared_data, *models, "--resume", out="paused",
+                          results="paused.json")
+    assert resumed["ours"] == straight["ours"] and resumed["std"] == straight["std"]
+    assert resumed["details"] == straight["details"]
+
+
+@pytest.mark.usefixtures("cache_dir")
+def test_tu_resume_refuses_another_readout_lr_in_one_line(tmp_path, shared_data):
+    models = ["--models", "sum"]
+    run_on_data("histograph_tu", tmp_path, shared_data, *models, "--stop-after-epochs", "1")
+    with pytest.raises(ValueError) as err:
+        run_on_data("histograph_tu", tmp_path, shared_data, *models, "--resume",
+                    "--readout-lr", "0.001")
+    assert "\n" not in str(err.value)
+    assert "readout_lr (checkpoint None, now 0.001)" in str(err.value)
+
+
+@pytest.mark.parametrize("name,argv,match", [
+    ("histograph_tu", ["--readout-lr", "0"], "--readout-lr must be positive, got 0.0"),
+    ("histograph_deep_gcn", ["--depths", "0", "2"],
+     r"--depths must be positive integers, got \[0, 2\]"),
+])
+def test_histograph_bad_options_are_named_before_any_run(name, argv, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        run(name, tmp_path, *argv)
+    assert not (tmp_path / "run").exists()
+
+
+def test_deep_gcn_stops_patience_epochs_after_the_selected_one(tmp_path, shared_data,
+                                                              cache_dir):
+    # small budget: at most 3 epochs, patience 1; so 2 epochs unless epoch 2 is selected
+    results = run_on_data("histograph_deep_gcn", tmp_path, shared_data, "--models", "GCN")
+    for depth in ("2", "3"):
+        for seed in results["details"]["GCN"]["Cora"][depth]["seeds"]:
+            assert seed["trained_epochs"] == min(seed["epoch"] + 1, 3)
+
+
+def test_select_epoch_prefers_validation_accuracy_then_loss():
+    history = [{"valid": 0.5, "valid_loss": 1.0, "test": 0.9},
+               {"valid": 0.7, "valid_loss": 0.9, "test": 0.1},
+               {"valid": 0.7, "valid_loss": 0.8, "test": 0.2}]
+    assert histograph_deep_gcn.select_epoch(history) == 2
 
 
 def test_small_budget_table_says_so(tmp_path):
@@ -138,6 +260,17 @@ def test_small_budget_table_says_so(tmp_path):
     table = docs_table(page, "s")
     assert "| A | 1.000 / 1.000 | 0.500 / 0.250 |" in table and "| B | – | – |" in table
     assert "not the paper's protocol" in table and "Cells: train / test." in table
+
+
+def test_table_shows_the_std_where_the_results_have_one(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("<!-- study-table: s -->\n<!-- /study-table -->\n")
+    results = {"study": "s", "budget": "full", "command": "python x.py", "commit": "abc",
+               "paper": {"A": {"Cora": {"2": 0.8, "64": 0.7}}},
+               "ours": {"A": {"Cora": {"2": 0.75, "64": 0.5}}},
+               "std": {"A": {"Cora": {"2": 0.01, "64": 0.125}}}}
+    update_docs_table(page, results)
+    assert "| A | 0.800 / 0.700 | 0.750 ± 0.010 / 0.500 ± 0.125 |" in docs_table(page, "s")
 
 
 def test_shuffle_within_sets_keeps_every_set_in_its_slot():
