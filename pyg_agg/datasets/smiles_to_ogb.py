@@ -225,7 +225,7 @@ def build_ogb(smiles_csv: PathLike, name: str = "ogbg-molhiv", root: PathLike = 
 
     Args:
         smiles_csv: CSV (optionally gzipped) with a SMILES column and label columns.
-        name: an ``ogbg-mol*`` name ogb knows (its metadata drives the loader).
+        name: an ``ogbg-mol*`` name of the registry (ogb's metadata gives its task count).
         root: data root to write into.
         split: split type; only ``"scaffold"``.
         smiles_column: column holding SMILES.
