@@ -26,8 +26,8 @@ from common import Case, run_cases
 from torch_geometric.loader import DataLoader
 from torch_geometric.nn.aggr import DegreeScalerAggregation as PyGDegreeScalerAggregation
 
+from pyg_agg.datasets import load_dataset
 from pyg_agg.pipelines.config import TrainConfig
-from pyg_agg.pipelines.data import load_dataset
 from pyg_agg.pipelines.models import PNA_AGGREGATORS, PNA_SCALERS, PNASimpleConv, build_model
 
 

@@ -3,6 +3,7 @@
     pyg-agg train --dataset ogbg-molbace --model pna --epochs 50 --out runs/bace
     torchrun --nproc_per_node 2 -m pyg_agg.cli train --dataset ... (DDP)
     pyg-agg build-ogb --smiles HIV.csv.gz --name ogbg-molhiv --split scaffold --root DIR
+    pyg-agg datasets --root DIR      every dataset name, present or missing under DIR
 """
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from pyg_agg.datasets.registry import DATASETS, DatasetSpec
+from pyg_agg.datasets.root import data_root
 from pyg_agg.pipelines.config import SCHEDULERS, TrainConfig
 from pyg_agg.pipelines.models import HEADS, MODELS, READOUTS
 
@@ -28,7 +31,8 @@ def add_train_arguments(parser: argparse.ArgumentParser, **defaults) -> None:
     d = TrainConfig(dataset="", model="")
     add = parser.add_argument
     add("--dataset", required="dataset" not in defaults,
-        help="dataset name (ogbg-mol*, ogbn-*, Cora, CiteSeer, MUTAG, ..., synthetic-*)")
+        help="dataset name (ogbg-mol*, ogbn-*, Cora, CiteSeer, MUTAG, ..., synthetic-*; "
+             "'pyg-agg datasets' lists them)")
     add("--model", required="model" not in defaults, help=f"one of {', '.join(MODELS)}")
     add("--readout", help=f"graph tasks: one of {', '.join(READOUTS)} (default mean)")
     add("--hidden", type=int, default=d.hidden, help="hidden width")
@@ -83,11 +87,14 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="unparseable rows: fail (default) or leave out and list")
     build.add_argument("--limit", type=int, help="only the first N rows")
     build.add_argument("--overwrite", action="store_true")
+    listing = sub.add_parser("datasets", help="list every dataset name, present or missing "
+                                              "under the data root")
+    listing.add_argument("--root", help="data root (default $PYG_AGG_DATA or ./datasets)")
     return parser
 
 
 def _build_ogb(args: argparse.Namespace) -> None:
-    from pyg_agg.pipelines.molhiv import build_ogb
+    from pyg_agg.datasets.smiles_to_ogb import build_ogb
 
     report = build_ogb(args.smiles, name=args.name, root=args.root, split=args.split,
                        smiles_column=args.smiles_column,
@@ -139,7 +146,37 @@ def build_ogb_from_args(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"train": train_from_args, "build-ogb": build_ogb_from_args}
+def dataset_availability(root: Optional[str]) -> list[tuple[DatasetSpec, str]]:
+    """Every registry entry with where it is: its folder, ``generated`` or ``missing``."""
+    rows = []
+    for spec in DATASETS.values():
+        try:
+            folder = spec.locate(root)
+        except FileNotFoundError:
+            where = "missing" + (" (pyg-agg build-ogb builds it from SMILES)"
+                                 if spec.ogb_molecule else "")
+        else:
+            where = "generated in memory" if folder is None else f"present: {folder}"
+        rows.append((spec, where))
+    return rows
+
+
+def list_datasets_from_args(args: argparse.Namespace) -> int:
+    """Prints every dataset name with its level, task, metric and presence."""
+    rows = dataset_availability(args.root)
+    width = max(len(spec.name) for spec, _ in rows)
+    print(f"data root: {data_root(args.root)}")
+    for spec, where in rows:
+        print(f"{spec.name:<{width}}  {spec.level:<5}  {spec.task:<10}  {spec.metric:<6}  "
+              f"{where}")
+    present = sum(where.startswith("present") for _, where in rows)
+    missing = sum(where.startswith("missing") for _, where in rows)
+    print(f"{present} present, {missing} missing, {len(rows) - present - missing} generated")
+    return 0
+
+
+COMMANDS = {"train": train_from_args, "build-ogb": build_ogb_from_args,
+            "datasets": list_datasets_from_args}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

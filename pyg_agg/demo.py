@@ -18,9 +18,9 @@ from typing import Any, Optional
 
 import torch
 
+from pyg_agg.datasets import dataset_spec
 from pyg_agg.datasets.root import data_root
 from pyg_agg.pipelines.config import TrainConfig
-from pyg_agg.pipelines.data import canonical_name
 from pyg_agg.pipelines.train import run_training
 
 #: (label, model, readout, family): ours first, then PyG's baselines.
@@ -54,7 +54,7 @@ def run_demo(out: Path, epochs: int, root: Optional[str], seed: int = 0) -> list
             cfg = TrainConfig(
                 dataset=dataset, model=model, readout=readout, hidden=64, layers=3,
                 dropout=0.0, lr=3e-3, batch_size=64, epochs=n_epochs, seed=seed, root=root,
-                out=str(out / canonical_name(dataset) / f"{model}-{readout}"), overwrite=True,
+                out=str(out / dataset_spec(dataset).name / f"{model}-{readout}"), overwrite=True,
             )
             start = time.perf_counter()
             summary = run_training(cfg)

@@ -1,7 +1,8 @@
 """TU graph-classification datasets (MUTAG, PROTEINS, ENZYMES, ...), offline."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
 
 from torch_geometric.datasets import TUDataset
 
@@ -13,6 +14,10 @@ from pyg_agg.datasets.root import (
     private_dataset_dir,
     safe_loading,
 )
+from pyg_agg.datasets.task import TaskData, accuracy, random_split
+
+if TYPE_CHECKING:
+    from pyg_agg.datasets.registry import DatasetSpec
 
 TU_REQUIRED_FILES = ("A", "graph_indicator", "graph_labels")
 
@@ -38,15 +43,34 @@ def load_tu(name: str, root: Optional[PathLike] = None, **kwargs: Any) -> TUData
         FileNotFoundError: No folder with ``name``'s raw files was found;
             the message lists the places searched.
     """
-    base = data_root(root)
-    candidates = [name, f"tu/{name}"]
-    required = [f"{name}_{suffix}.txt" for suffix in TU_REQUIRED_FILES]
-    for rel in candidates:
-        found = find_dataset_dir(base, rel)
-        if found is not None and all((found / "raw" / f).is_file() for f in required):
-            break
-    else:
-        raise missing_dataset_error(name, base, [f"{rel}/raw/{required[0]}" for rel in candidates])
+    found = tu_folder(name, data_root(root))
     usable = private_dataset_dir(found, f"tu/{name}")
     with safe_loading():
         return TUDataset(root=str(usable.parent), name=name, **kwargs)
+
+
+def tu_folder(name: str, root: Path) -> Path:
+    """``root/NAME`` or ``root/tu/NAME`` holding the required raw files;
+    FileNotFoundError naming the places searched."""
+    candidates = [name, f"tu/{name}"]
+    required = [f"{name}_{suffix}.txt" for suffix in TU_REQUIRED_FILES]
+    for rel in candidates:
+        found = find_dataset_dir(root, rel)
+        if found is not None and all((found / "raw" / f).is_file() for f in required):
+            return found
+    raise missing_dataset_error(name, root, [f"{rel}/raw/{required[0]}" for rel in candidates])
+
+
+def locate_tu(spec: DatasetSpec, root: Path) -> Path:
+    """The registry's presence check: :func:`tu_folder` for ``spec``'s name."""
+    return tu_folder(spec.name, root)
+
+
+def load_tu_task(spec: DatasetSpec, root: Path) -> TaskData:
+    """:func:`load_tu` for training: a fixed 80/10/10 split (seed 0), accuracy."""
+    dataset = load_tu(spec.name, root=root)
+    return TaskData(
+        spec=spec, dataset=dataset, split=random_split(len(dataset)),
+        num_features=max(dataset.num_node_features, 1), num_outputs=dataset.num_classes,
+        evaluate=accuracy, edge_dim=dataset.num_edge_features or None,
+    )

@@ -2,7 +2,8 @@
 
 :meth:`TrainConfig.validate` runs once, at the start of
 :func:`pyg_agg.pipelines.train.run_training`, before anything is loaded or written:
-it names the first bad setting. Model, readout and head constraints come from the
+it names the first bad setting, and resolves the dataset name in the registry
+(:mod:`pyg_agg.datasets.registry`) once for the whole run. Model, readout and head constraints come from the
 model registry (:func:`pyg_agg.pipelines.models.check_architecture`).
 """
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any, Optional
 
 import torch
 
-from pyg_agg.pipelines.data import GRAPH, canonical_name, dataset_level
+from pyg_agg.datasets.registry import DatasetSpec, dataset_spec
+from pyg_agg.datasets.task import GRAPH
 from pyg_agg.pipelines.models import check_architecture, model_spec
 from pyg_agg.pipelines.run_folder import check_out_path
 
@@ -53,10 +55,14 @@ class TrainConfig:
     overwrite: bool = False
     deterministic: bool = False
 
-    def validate(self) -> TrainConfig:
-        """Raises ValueError naming the first bad setting; normalises names in place."""
-        self.dataset = canonical_name(self.dataset)
-        level = dataset_level(self.dataset)
+    def validate(self) -> DatasetSpec:
+        """Raises ValueError naming the first bad setting; normalises names in place.
+
+        Returns the dataset's registry entry: the run loads from it, without
+        resolving the name again.
+        """
+        spec = dataset_spec(self.dataset)
+        self.dataset, level = spec.name, spec.level
         model_spec(self.model)  # an unknown model is the first thing to report
         if level == GRAPH:
             self.readout = self.readout or "mean"
@@ -107,7 +113,7 @@ class TrainConfig:
             raise ValueError("resume and overwrite exclude each other: continue the runs in "
                              f"{self.out} or replace them, not both")
         check_out_path(Path(self.out))
-        return self
+        return spec
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

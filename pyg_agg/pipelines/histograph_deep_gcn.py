@@ -39,9 +39,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GCNConv, JumpingKnowledge
 
+from pyg_agg.datasets import load_dataset
 from pyg_agg.nn import HistoGraphReadout
 from pyg_agg.nn.models import LayerHistoryGNN
-from pyg_agg.pipelines.data import load_dataset
 from pyg_agg.pipelines.study import Study, Trainee, add_study_arguments, resolve_device, run_study
 
 DOCS_PAGE = "histograph.md"
@@ -122,7 +122,7 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 def train_unit(study: Study, s: Settings, task: Any, device: torch.device, name: str,
                depth: int, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """Trains (or resumes, or reads) model ``name`` at ``depth`` layers with ``seed`` on
-    ``task`` (a node-level :class:`~pyg_agg.pipelines.data.TaskData`)."""
+    ``task`` (a node-level :class:`~pyg_agg.datasets.task.TaskData`)."""
     data = task.dataset.to(device)
     masks = {split: index.to(device) for split, index in task.split.items()}
 

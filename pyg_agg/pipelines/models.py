@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Optional
 import torch
 from torch import Tensor, nn
 
+from pyg_agg.datasets.task import GRAPH, TaskData
 from pyg_agg.ops import read_edges, scatter, target_csr
-from pyg_agg.pipelines.data import GRAPH, TaskData
 
 if TYPE_CHECKING:  # config validates through this module, so it cannot be imported here
     from pyg_agg.pipelines.config import TrainConfig

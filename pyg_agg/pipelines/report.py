@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from pyg_agg.pipelines.data import TaskData
+from pyg_agg.datasets.task import TaskData
 
 
 def write_metrics_csv(path: Path, history: list[dict[str, Any]]) -> None:

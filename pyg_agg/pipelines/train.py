@@ -45,10 +45,10 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from pyg_agg.datasets.task import BINARY, GRAPH, MULTICLASS, NODE, TaskData
 from pyg_agg.pipelines import distributed as D
 from pyg_agg.pipelines.checkpoint import resume_checkpoints, rng_state, save_atomic, seed_everything, set_rng_state
 from pyg_agg.pipelines.config import TrainConfig
-from pyg_agg.pipelines.data import BINARY, GRAPH, MULTICLASS, NODE, TaskData, load_dataset
 from pyg_agg.pipelines.models import build_model
 from pyg_agg.pipelines.report import epoch_line, format_table, plot_curves, summarize, write_json, write_metrics_csv
 from pyg_agg.pipelines.run_folder import claim_run_folder
@@ -285,7 +285,7 @@ def train_run(cfg: TrainConfig, task: TaskData, run: int, ctx: D.DistContext,
 
 def run_training(cfg: TrainConfig) -> dict[str, Any]:
     """Validates ``cfg``, trains all runs, writes ``summary.json``; returns the summary."""
-    cfg.validate()
+    spec = cfg.validate()
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(cfg.deterministic or was_deterministic)
     ctx = D.setup(cfg.device)
@@ -298,10 +298,10 @@ def run_training(cfg: TrainConfig) -> dict[str, Any]:
             D.barrier(ctx)
             checkpoints = resume_checkpoints(cfg)  # a bad checkpoint fails before the data load
             # rank 0 first: it may write the cached copy and processed files the others read
-            task = load_dataset(cfg.dataset, cfg.root) if ctx.is_main else None
+            task = spec.load(cfg.root) if ctx.is_main else None
             D.barrier(ctx)
             if task is None:
-                task = load_dataset(cfg.dataset, cfg.root)
+                task = spec.load(cfg.root)
             results = [train_run(cfg, task, run, ctx, ckpt)
                        for run, ckpt in enumerate(checkpoints)]
             summary = summarize(results, task)

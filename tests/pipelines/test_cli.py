@@ -53,3 +53,23 @@ def test_recipe_switches_can_be_turned_off():
     assert config_from_args(parser.parse_args([])).dropout_after_residual is True
     args = parser.parse_args(["--no-dropout-after-residual", "--model", "pna"])
     assert (args.dropout_after_residual, args.model) == (False, "pna")
+
+
+def test_datasets_lists_every_name_present_or_missing(shared_data, tmp_path, capsys):
+    import shutil
+
+    from pyg_agg.datasets import dataset_names
+
+    shutil.copytree(shared_data / "tu" / "MUTAG" / "raw", tmp_path / "tu" / "MUTAG" / "raw")
+    shutil.copytree(shared_data / "ogb" / "ogbg_molbace", tmp_path / "ogbg_molbace")
+    assert main(["datasets", "--root", str(tmp_path)]) == 0
+    root_line, *rows, totals = capsys.readouterr().out.splitlines()
+    assert root_line == f"data root: {tmp_path}"
+    lines = {line.split()[0]: line for line in rows}
+    assert list(lines) == dataset_names()
+    assert lines["MUTAG"].endswith(f"present: {tmp_path / 'tu' / 'MUTAG'}")
+    assert lines["ogbg-molbace"].endswith(f"present: {tmp_path / 'ogbg_molbace'}")
+    assert "missing (pyg-agg build-ogb builds it from SMILES)" in lines["ogbg-molhiv"]
+    assert lines["Cora"].endswith("missing") and lines["ogbn-arxiv"].endswith("missing")
+    assert lines["synthetic-sbm"].endswith("generated in memory")
+    assert totals == "2 present, 19 missing, 2 generated"

@@ -9,7 +9,6 @@ import torch
 
 from pyg_agg.pipelines.checkpoint import load_checkpoint
 from pyg_agg.pipelines.config import TrainConfig
-from pyg_agg.pipelines.data import load_dataset
 from pyg_agg.pipelines.models import build_model
 
 
@@ -36,8 +35,8 @@ def test_torchrun_two_processes_one_epoch(shared_data, cache_dir, tmp_path):
     # the reported validation accuracy covers the whole split, not one rank's shard
     summary = json.loads((out / "summary.json").read_text())
     cfg = TrainConfig(dataset="MUTAG", model="gin", readout="sum", hidden=16, layers=2)
-    task = load_dataset("MUTAG", str(shared_data))
-    model = build_model(cfg.validate(), task)
+    task = cfg.validate().load(shared_data)
+    model = build_model(cfg, task)
     model.load_state_dict(load_checkpoint(out / "run0" / "best.pt")["model"])
     model.eval()
     from torch_geometric.loader import DataLoader

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pyg_agg.cli import main
-from pyg_agg.pipelines import train as train_module
+from pyg_agg.datasets import DatasetSpec
 from pyg_agg.pipelines.checkpoint import load_checkpoint
 from pyg_agg.pipelines.run_folder import claim_run_folder
 
@@ -40,7 +40,7 @@ def no_dataset_load(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the dataset was loaded before the check")
 
-    monkeypatch.setattr(train_module, "load_dataset", refuse)
+    monkeypatch.setattr(DatasetSpec, "load", refuse)
 
 
 def test_a_folder_holding_a_run_is_refused(finished, capsys, no_dataset_load):

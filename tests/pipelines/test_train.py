@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from pyg_agg.datasets import load_dataset
 from pyg_agg.pipelines import train as train_module
 from pyg_agg.pipelines.checkpoint import check_resumable, load_checkpoint
 from pyg_agg.pipelines.config import TrainConfig
-from pyg_agg.pipelines.data import load_dataset
 from pyg_agg.pipelines.models import build_model
 from pyg_agg.pipelines.train import run_training
 

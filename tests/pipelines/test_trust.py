@@ -4,7 +4,7 @@ import shutil
 import pytest
 
 from pyg_agg.cli import main
-from pyg_agg.pipelines.data import load_dataset
+from pyg_agg.datasets import load_dataset
 
 OGB_PROCESSED = ("pre_transform.pt", "pre_filter.pt", "geometric_data_processed.pt")
 

@@ -1,4 +1,4 @@
-"""Builds an OGB-format graph-property folder from a SMILES CSV (``pyg-agg build-ogb``).
+"""Builds any ``ogbg-mol*`` set's OGB-format folder from a SMILES CSV (``pyg-agg build-ogb``).
 
 :func:`build_ogb` turns every SMILES into a graph with OGB's ``smiles2graph`` (9 atom
 and 3 bond features, RDKit), splits by Bemis-Murcko scaffold and writes exactly the
@@ -42,7 +42,10 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
+from pyg_agg.datasets.ogb import ogb_master
+from pyg_agg.datasets.registry import DATASETS
 from pyg_agg.datasets.root import PathLike
+from pyg_agg.datasets.task import BINARY, GRAPH
 
 SPLITS = ("scaffold",)
 
@@ -195,17 +198,17 @@ def _read_smiles_table(path: PathLike, limit: Optional[int]) -> pd.DataFrame:
     return table
 
 
-def _check_labels(table: pd.DataFrame, labels: list[str], task_type: str,
+def _check_labels(table: pd.DataFrame, labels: list[str], task: str,
                   path: PathLike) -> None:
     """Labels must be numbers (empty = missing), and 0/1 for binary classification."""
     for column in labels:
         values = pd.to_numeric(table[column], errors="coerce")
         bad = values.isna() & table[column].notna()
-        if task_type == "binary classification":
+        if task == BINARY:
             bad |= values.notna() & ~values.isin((0, 1))
         if bad.any():
             row = int(bad.to_numpy().nonzero()[0][0])
-            expected = "0, 1" if task_type == "binary classification" else "a number"
+            expected = "0, 1" if task == BINARY else "a number"
             raise ValueError(f"label column {column!r} of {path} must hold {expected} or be empty; "
                              f"data row {row} holds {table[column].tolist()[row]!r}")
 
@@ -222,7 +225,7 @@ def build_ogb(smiles_csv: PathLike, name: str = "ogbg-molhiv", root: PathLike = 
 
     Args:
         smiles_csv: CSV (optionally gzipped) with a SMILES column and label columns.
-        name: an ``ogbg-mol*`` name ogb knows (its metadata drives the loader).
+        name: an ``ogbg-mol*`` name of the registry (ogb's metadata gives its task count).
         root: data root to write into.
         split: split type; only ``"scaffold"``.
         smiles_column: column holding SMILES.
@@ -233,12 +236,11 @@ def build_ogb(smiles_csv: PathLike, name: str = "ogbg-molhiv", root: PathLike = 
     """
     from rdkit import rdBase
 
-    from pyg_agg.pipelines.data import GRAPH, ogb_master, ogbg_mol_names
-
     start = time.perf_counter()
-    if name not in ogbg_mol_names():
-        raise ValueError(f"name must be an ogbg-mol* dataset ogb knows, got {name!r}. "
-                         f"Valid names: {', '.join(ogbg_mol_names())}")
+    buildable = [spec.name for spec in DATASETS.values() if spec.ogb_molecule]
+    if name not in buildable:
+        raise ValueError(f"name must be an ogbg-mol* dataset of the registry, got {name!r}. "
+                         f"Valid names: {', '.join(buildable)}")
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if on_invalid not in ("error", "skip"):
@@ -259,7 +261,7 @@ def build_ogb(smiles_csv: PathLike, name: str = "ogbg-molhiv", root: PathLike = 
     if len(labels) != num_tasks:
         raise ValueError(f"{name} has {num_tasks} task(s) but label_columns gives "
                          f"{len(labels)}: {labels}")
-    _check_labels(table, labels, meta["task type"], smiles_csv)
+    _check_labels(table, labels, DATASETS[name].task, smiles_csv)
     out = Path(root) / name.replace("-", "_")
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists; pass overwrite=True (--overwrite) to rebuild it")
@@ -296,7 +298,7 @@ def build_ogb(smiles_csv: PathLike, name: str = "ogbg-molhiv", root: PathLike = 
     mapping = table[labels + [smiles_column]].iloc[keep].copy()
     mapping["source_row"] = keep
     mapping.to_csv(tmp / "mapping/mol.csv.gz", index=False, compression="gzip")
-    (tmp / "RELEASE_v1.txt").write_text(f"# {name} built by pyg_agg.pipelines.molhiv from "
+    (tmp / "RELEASE_v1.txt").write_text(f"# {name} built by pyg_agg.datasets.smiles_to_ogb from "
                                         f"{Path(smiles_csv).name}\n")
     report = BuildReport(
         name=name, path=os.fspath(out), num_rows=len(table), num_graphs=len(keep),

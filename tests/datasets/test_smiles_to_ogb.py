@@ -8,8 +8,8 @@ from ogb.utils.mol import smiles2graph
 from rdkit import Chem
 
 from pyg_agg.cli import main
-from pyg_agg.pipelines.data import load_dataset
-from pyg_agg.pipelines.molhiv import (
+from pyg_agg.datasets import load_dataset
+from pyg_agg.datasets.smiles_to_ogb import (
     InvalidSmilesError,
     build_ogb,
     mol_to_graph,
