@@ -48,14 +48,14 @@ lint: install
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
-# The whole suite on the default backends ("auto"), then the layers and their
-# pipelines again on each other backend, so every backend passes the layer tests.
+# The whole suite on the default backends ("auto"), then the layers and the
+# kernels again on each other backend, so every backend passes them.
 pytest: install
 	$(BIN)/python -m pytest -q
-	PYG_AGG_BACKEND=torch $(BIN)/python -m pytest -q tests/nn
-	PYG_AGG_BACKEND=native $(BIN)/python -m pytest -q tests/nn
+	PYG_AGG_BACKEND=torch $(BIN)/python -m pytest -q tests/nn tests/ops
+	PYG_AGG_BACKEND=native $(BIN)/python -m pytest -q tests/nn tests/ops
 	if $(BIN)/python -c "import torch_scatter" 2>/dev/null; then \
-	  PYG_AGG_BACKEND=torch_scatter $(BIN)/python -m pytest -q tests/nn; fi
+	  PYG_AGG_BACKEND=torch_scatter $(BIN)/python -m pytest -q tests/nn tests/ops; fi
 
 test: fast lint docs pytest
 
