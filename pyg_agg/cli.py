@@ -3,6 +3,7 @@
     pyg-agg train --dataset ogbg-molbace --model pna --epochs 50 --out runs/bace
     torchrun --nproc_per_node 2 -m pyg_agg.cli train --dataset ... (DDP)
     pyg-agg build-ogb --smiles HIV.csv.gz --name ogbg-molhiv --split scaffold --root DIR
+    pyg-agg demo --epochs 2   (our layers beside PyG's; see pyg_agg.demo)
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from pyg_agg.demo import DEFAULT_EPOCHS
 from pyg_agg.pipelines.config import SCHEDULERS, TrainConfig
 from pyg_agg.pipelines.models import HEADS, MODELS, READOUTS
 
@@ -83,6 +85,12 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="unparseable rows: fail (default) or leave out and list")
     build.add_argument("--limit", type=int, help="only the first N rows")
     build.add_argument("--overwrite", action="store_true")
+    demo = sub.add_parser("demo", help="our layers beside PyG's: same weights, metric, time, memory")
+    demo.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS,
+                      help=f"training epochs per network and dataset (default {DEFAULT_EPOCHS})")
+    demo.add_argument("--root", help="data root (default $PYG_AGG_DATA or ./datasets)")
+    demo.add_argument("--out", default="runs/demo", help="folder for demo.json and demo.png")
+    demo.add_argument("--seed", type=int, default=0)
     return parser
 
 
@@ -139,7 +147,18 @@ def build_ogb_from_args(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"train": train_from_args, "build-ogb": build_ogb_from_args}
+def demo_from_args(args: argparse.Namespace) -> int:
+    """Runs the demo; bad input returns status 2 with a one-line message."""
+    from pyg_agg.demo import main as run_demo
+
+    try:
+        run_demo(epochs=args.epochs, root=args.root, out=args.out, seed=args.seed)
+    except INPUT_ERRORS as err:
+        return _fail("demo", err)
+    return 0
+
+
+COMMANDS = {"train": train_from_args, "build-ogb": build_ogb_from_args, "demo": demo_from_args}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -3,28 +3,33 @@
 Peak memory on CPU is the rise of the process's resident-set high-water mark
 (``VmHWM``) over its resident size before the call; the mark is reset between
 measurements through ``/proc/self/clear_refs`` (Linux). glibc's mmap threshold
-is pinned (``MALLOC_MMAP_THRESHOLD_``, see :func:`pin_malloc_threshold`) so freed
-tensors really leave the resident set instead of being kept in the heap and
-reused unseen. On CUDA the torch allocator's peak statistics are used instead.
+is pinned (:func:`pin_malloc_threshold`) so freed tensors really leave the
+resident set instead of being kept in the heap and reused unseen; pin it early,
+before the heap fills with freed memory. On CUDA the torch allocator's peak
+statistics are used instead.
 """
 from __future__ import annotations
 
+import ctypes
 import gc
-import os
 import re
-import sys
 from collections.abc import Callable
 
 import torch
 
-MMAP_THRESHOLD = "65536"
+#: Allocations of at least this many bytes are mapped (and unmapped when freed).
+MMAP_THRESHOLD = 65536
+#: glibc's ``mallopt`` parameter number of the mmap threshold.
+M_MMAP_THRESHOLD = -3
 
 
 def pin_malloc_threshold() -> None:
-    """Re-executes the process once, same command line, with a fixed glibc mmap threshold."""
-    if os.environ.get("MALLOC_MMAP_THRESHOLD_") != MMAP_THRESHOLD:
-        env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=MMAP_THRESHOLD)
-        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    """Fixes glibc's mmap threshold in this process, as ``MALLOC_MMAP_THRESHOLD_`` would
+    at start-up (allocations above it are mapped, and unmapped when freed; the
+    threshold no longer grows). Does nothing where the C library is not glibc."""
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is not None:
+        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 def _status_kib(field: str) -> int:
