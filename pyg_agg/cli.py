@@ -91,6 +91,9 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--root", help="data root (default $PYG_AGG_DATA or ./datasets)")
     demo.add_argument("--out", default="runs/demo", help="folder for demo.json and demo.png")
     demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--threads", type=int, default=1,
+                      help="torch threads (default 1: steadier times on small batches and on a "
+                           "shared machine)")
     return parser
 
 
@@ -152,7 +155,8 @@ def demo_from_args(args: argparse.Namespace) -> int:
     from pyg_agg.demo import main as run_demo
 
     try:
-        run_demo(epochs=args.epochs, root=args.root, out=args.out, seed=args.seed)
+        run_demo(epochs=args.epochs, root=args.root, out=args.out, seed=args.seed,
+                 threads=args.threads)
     except INPUT_ERRORS as err:
         return _fail("demo", err)
     return 0

@@ -339,8 +339,6 @@ def run_demo(out: Path, epochs: int, root: Optional[str], seed: int = 0,
              full_size: bool = True) -> dict[str, Any]:
     """Trains every pair on each dataset, measures the findings, writes
     ``<out>/demo.json`` and ``<out>/demo.png``; returns what it wrote."""
-    if epochs < 1:
-        raise ValueError(f"epochs must be >= 1, got {epochs}")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     datasets = ["synthetic-degree"]
     if molbace_available(root):
@@ -370,8 +368,13 @@ def report(result: dict[str, Any]) -> str:
         f"at end {result['machine_at_end']}"])
 
 
-def main(epochs: int, root: Optional[str], out: str, seed: int) -> None:
-    """``pyg-agg demo``: runs the demo and prints its report and wall time."""
+def main(epochs: int, root: Optional[str], out: str, seed: int, threads: int) -> None:
+    """``pyg-agg demo``: runs the demo on ``threads`` torch threads and prints its
+    report and wall time."""
+    for name, value in (("epochs", epochs), ("threads", threads)):
+        if value < 1:
+            raise ValueError(f"--{name} must be >= 1, got {value}")
+    torch.set_num_threads(threads)
     pin_malloc_threshold()  # before the data loads: the memory figures need it
     start = time.perf_counter()
     result = run_demo(Path(out), epochs, root, seed)

@@ -1,4 +1,6 @@
 """The demo: every pair of layers in the table, both columns, and the findings."""
+import pytest
+
 from pyg_agg import demo
 from pyg_agg.cli import main
 
@@ -41,6 +43,7 @@ def test_both_networks_of_a_pair_start_from_the_same_weights(tmp_path):
         assert len(copied) == len(pyg_state) if pair.same_layer else "convs.0.eps" in copied
 
 
-def test_demo_refuses_zero_epochs_naming_the_argument(capsys):
-    assert main(["demo", "--epochs", "0"]) == 2
-    assert "epochs must be >= 1, got 0" in capsys.readouterr().err
+@pytest.mark.parametrize("option", ["--epochs", "--threads"])
+def test_demo_refuses_zero_naming_the_option(option, capsys):
+    assert main(["demo", option, "0"]) == 2
+    assert f"{option} must be >= 1, got 0" in capsys.readouterr().err
