@@ -36,7 +36,7 @@ from pyg_agg.pipelines.distributed import DistContext
 from pyg_agg.pipelines.models import PNA_AGGREGATORS, PNA_SCALERS, build_model, degree_histogram
 from pyg_agg.pipelines.train import EpochRunner
 
-DEFAULT_EPOCHS = 3
+DEFAULT_EPOCHS = 5
 #: The training settings every network of the demo shares (dropout off: both
 #: networks of a pair see exactly the same computation).
 SETTINGS = dict(hidden=64, layers=3, heads=4, dropout=0.0, lr=3e-3, batch_size=64)
@@ -323,8 +323,8 @@ def plot_rows(rows: list[dict[str, Any]], path: Path) -> None:
             ax.set_yticks(positions, [r["pair"] for r in group] if ax is axis_row[0] else [])
             ax.invert_yaxis()
             ax.set_title(f"{dataset}: {title.format(metric=group[0]['metric'])}")
-        axis_row[0].legend(loc="lower right")
-    fig.tight_layout()
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="upper center", ncol=2)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
