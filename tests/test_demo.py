@@ -13,12 +13,13 @@ def test_a_one_epoch_demo_shows_every_pair_ours_beside_pyg(monkeypatch, tmp_path
     out = tmp_path / "demo"
     result = demo.run_demo(out, epochs=1, root=str(tmp_path / "no-data"), full_size=False)
     table = demo.format_table(result["rows"])
-    header = table.splitlines()[2]
-    assert header.split()[:6] == ["layer", "(ours", "vs", "PyG)", "ours", "PyG"]
+    header = table.splitlines()[3]
+    assert header.split("|")[0].strip() == "layer (ours vs PyG)"
+    assert header.split().count("ours") == header.split().count("PyG") == 4
     assert header.count("ratio") == 2
     for pair in demo.PAIRS:
         row = next(line for line in table.splitlines() if line.startswith(pair.label + " "))
-        assert row.count("x") == 2  # the time and memory ratios
+        assert row.count("|") == 4 and row.count("x") == 2  # loss, test, time, memory
     assert {r["pair"] for r in result["rows"]} == {p.label for p in demo.PAIRS}
     lcm = next(f for f in result["findings"] if f["finding"] == "lcm_batch_independence")
     assert lcm["ours"] == 0 and lcm["pyg"] > 0
