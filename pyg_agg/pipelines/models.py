@@ -169,13 +169,13 @@ MODELS: dict[str, ModelSpec] = {
     "pna": ModelSpec(_pna, edge_aware=True, needs_degree=True, divides_hidden="towers"),
     "pna-simple": ModelSpec(_pna_simple, needs_degree=True),
     "lcm": ModelSpec(_lcm),
-    "gatv2-pyg": ModelSpec(_gatv2_pyg, edge_aware=True, divides_hidden="heads"),
-    "pna-pyg": ModelSpec(_pna_pyg, edge_aware=True, needs_degree=True, divides_hidden="towers"),
-    "lcm-pyg": ModelSpec(_lcm_pyg),
     "gin": ModelSpec(_gin, edge_aware=True),
     "gcn": ModelSpec(_gcn),
     "gat": ModelSpec(_gat, edge_aware=True, divides_hidden="heads"),
     "sage": ModelSpec(_sage),
+    "gatv2-pyg": ModelSpec(_gatv2_pyg, edge_aware=True, divides_hidden="heads"),
+    "pna-pyg": ModelSpec(_pna_pyg, edge_aware=True, needs_degree=True, divides_hidden="towers"),
+    "lcm-pyg": ModelSpec(_lcm_pyg),
 }
 
 
