@@ -11,9 +11,8 @@ library generates (no download) and on ogbg-molbace when the data root holds it.
 The table shows, per pair, the last epoch's training loss and the test metric after
 it (the same budget, no model selection), the median time of a training epoch and
 the median peak memory of one (the rise of the resident set on CPU, see
-:mod:`pyg_agg.memory`), each with ours / PyG's. Then a
-few things PyG's layers cannot do, measured on the spot. Writes ``<out>/demo.json``
-and ``<out>/demo.png``.
+:mod:`pyg_agg.memory`), each with ours / PyG's. Then a few things PyG's layers
+cannot do, measured on the spot. Writes ``<out>/demo.json`` and ``<out>/demo.png``.
 """
 from __future__ import annotations
 
