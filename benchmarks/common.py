@@ -1,20 +1,14 @@
 """Shared helpers for the side-by-side benchmarks: graphs, timing, peak memory.
 
-Peak memory on CPU is the rise of the process's resident-set high-water mark
-(``VmHWM``) over its resident size before the call; the mark is reset between
-measurements through ``/proc/self/clear_refs``. glibc's mmap threshold is
-pinned (``MALLOC_MMAP_THRESHOLD_``) so freed tensors really leave the resident
-set instead of being kept in the heap and reused unseen. On CUDA the torch
-allocator's peak statistics are used instead.
+Peak memory (:func:`peak_memory_mib`, :func:`pin_malloc_threshold`) comes from
+:mod:`pyg_agg.memory`, which the demo shares; see there how it is measured.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -24,36 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-MMAP_THRESHOLD = "65536"
-
-
-def pin_malloc_threshold() -> None:
-    """Re-executes the script once with a fixed glibc mmap threshold."""
-    if os.environ.get("MALLOC_MMAP_THRESHOLD_") != MMAP_THRESHOLD:
-        env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=MMAP_THRESHOLD)
-        os.execve(sys.executable, [sys.executable, *sys.argv], env)
-
-
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        return int(re.search(field + r":\s+(\d+)", f.read()).group(1))
-
-
-def peak_memory_mib(fn: Callable[[], object], device: torch.device) -> float:
-    """Peak extra memory (MiB) used while running ``fn`` once."""
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device)
-        fn()
-        torch.cuda.synchronize()
-        return (torch.cuda.max_memory_allocated(device) - base) / 2**20
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # resets VmHWM to the current VmRSS
-    base = _status_kib("VmRSS")
-    fn()
-    return (_status_kib("VmHWM") - base) / 1024
+from pyg_agg.memory import peak_memory_mib, pin_malloc_threshold
 
 
 def median_time_s(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> float:
@@ -221,6 +186,7 @@ def run_cases(description: str, cases: dict[str, Callable[[argparse.Namespace], 
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     if args.memory_worker:
+        pin_malloc_threshold()
         case_name, step_name = args.memory_worker.split(":")
         step = cases[case_name](args).steps[step_name]
         print(json.dumps({"peak_mib": peak_memory_mib(step, device)}))
@@ -259,10 +225,8 @@ def run_cases(description: str, cases: dict[str, Callable[[argparse.Namespace], 
 
 def memory_in_subprocess(worker: str) -> float:
     """Peak MiB of one step (``CASE:STEP``), measured by this script re-run as a
-    worker with a pinned mmap threshold (see :func:`pin_malloc_threshold`)."""
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=MMAP_THRESHOLD)
+    worker that pins its mmap threshold first (see :func:`pin_malloc_threshold`)."""
     argv = [a for a in sys.argv[1:] if a != "--contend"]
     done = subprocess.run([sys.executable, os.path.abspath(sys.argv[0]), *argv,
-                           "--memory-worker", worker], env=env, check=True,
-                          capture_output=True, text=True)
+                           "--memory-worker", worker], check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])["peak_mib"]

@@ -13,7 +13,9 @@ classes). OGB molecules are embedded with OGB's ``AtomEncoder``; their bonds wit
 
 Convolutions ``gatv2``, ``pna``, ``pna-simple`` and ``lcm`` and the ``histograph``
 readout are this library's (:mod:`pyg_agg.nn`); ``gin``, ``gcn``, ``gat`` and ``sage`` are
-PyG's baselines.
+PyG's baselines. ``gatv2-pyg``, ``pna-pyg`` and ``lcm-pyg`` are PyG's versions of this
+library's layers, built with the same arguments and the same ``state_dict`` keys, so
+one network's weights load into the other (the demo trains such pairs).
 """
 from __future__ import annotations
 
@@ -81,6 +83,12 @@ def _gatv2(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
     return _attention(GATv2Conv, in_channels, out_channels, args)
 
 
+def _gatv2_pyg(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
+    from torch_geometric.nn import GATv2Conv
+
+    return _attention(GATv2Conv, in_channels, out_channels, args)
+
+
 def _gat(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
     from torch_geometric.nn import GATConv
 
@@ -93,12 +101,23 @@ def _degree(model: str, args: ConvArgs) -> Tensor:
     return args.deg
 
 
+def _pna_of(cls: type, model: str, in_channels: int, out_channels: int,
+            args: ConvArgs) -> nn.Module:
+    return cls(in_channels, out_channels, aggregators=list(PNA_AGGREGATORS),
+               scalers=list(PNA_SCALERS), deg=_degree(model, args), edge_dim=args.edge_dim,
+               towers=args.towers, pre_layers=1, post_layers=1, divide_input=False)
+
+
 def _pna(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
     from pyg_agg.nn import PNAConv
 
-    return PNAConv(in_channels, out_channels, aggregators=list(PNA_AGGREGATORS),
-                   scalers=list(PNA_SCALERS), deg=_degree("pna", args), edge_dim=args.edge_dim,
-                   towers=args.towers, pre_layers=1, post_layers=1, divide_input=False)
+    return _pna_of(PNAConv, "pna", in_channels, out_channels, args)
+
+
+def _pna_pyg(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
+    from torch_geometric.nn import PNAConv
+
+    return _pna_of(PNAConv, "pna-pyg", in_channels, out_channels, args)
 
 
 def _pna_simple(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
@@ -109,6 +128,17 @@ def _lcm(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
     from pyg_agg.nn import LCMConv
 
     return LCMConv(in_channels, out_channels)
+
+
+def _lcm_pyg(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
+    """``LCMConv`` as PyG composes it: a GINConv aggregating with PyG's LCMAggregation
+    (which needs the edges sorted by target)."""
+    from torch_geometric.nn import GINConv
+    from torch_geometric.nn.aggr import LCMAggregation
+
+    mlp = nn.Sequential(nn.Linear(in_channels, out_channels), nn.ReLU(),
+                        nn.Linear(out_channels, out_channels))
+    return GINConv(mlp, aggr=LCMAggregation(in_channels, in_channels))
 
 
 def _gin(in_channels: int, out_channels: int, args: ConvArgs) -> nn.Module:
@@ -143,6 +173,9 @@ MODELS: dict[str, ModelSpec] = {
     "gcn": ModelSpec(_gcn),
     "gat": ModelSpec(_gat, edge_aware=True, divides_hidden="heads"),
     "sage": ModelSpec(_sage),
+    "gatv2-pyg": ModelSpec(_gatv2_pyg, edge_aware=True, divides_hidden="heads"),
+    "pna-pyg": ModelSpec(_pna_pyg, edge_aware=True, needs_degree=True, divides_hidden="towers"),
+    "lcm-pyg": ModelSpec(_lcm_pyg),
 }
 
 
@@ -188,14 +221,17 @@ def make_conv(model: str, in_channels: int, out_channels: int, *, heads: int = 1
     return model_spec(model).build(in_channels, out_channels, args)
 
 
+def degree_histogram(task: TaskData) -> Tensor:
+    """The in-degree histogram of the training graphs (the whole graph at node level)."""
+    from pyg_agg.nn import PNAConv
+
+    graphs = task.dataset[task.split["train"]] if task.level == GRAPH else [task.dataset]
+    return PNAConv.get_degree_histogram(graphs)
+
+
 def build_model(cfg: TrainConfig, task: TaskData) -> nn.Module:
     """The network for ``cfg.model`` on ``task`` (degree histogram from the train split)."""
-    deg = None
-    if model_spec(cfg.model).needs_degree:
-        from pyg_agg.nn import PNAConv
-
-        graphs = task.dataset[task.split["train"]] if task.level == GRAPH else [task.dataset]
-        deg = PNAConv.get_degree_histogram(graphs)
+    deg = degree_histogram(task) if model_spec(cfg.model).needs_degree else None
     if task.level == GRAPH:
         return GraphNet(cfg.model, task.num_features, cfg.hidden, task.num_outputs, cfg.layers,
                         cfg.dropout, cfg.readout, task.ogb_mol, task.edge_dim, heads=cfg.heads,
@@ -269,7 +305,7 @@ class GraphNet(nn.Module):
     \mathrm{conv}(h^{(l)}))))`, or with ``dropout_after_residual`` (PNA's OGB code)
     :math:`h^{(l+1)} = \mathrm{Dropout}(h^{(l)} + \mathrm{ReLU}(\mathrm{BN}(
     \mathrm{conv}(h^{(l)}))))`. Readouts: ``mean``/``sum``/``max`` pool the last layer;
-    ``jk-cat`` concatenates the mean pool of every layer (jumping knowledge, Xu et al.,
+    ``jk-cat`` mean-pools PyG's ``JumpingKnowledge("cat")`` of every layer (Xu et al.,
     2018); ``histograph`` reads the outputs of layers 1..L with
     :class:`pyg_agg.nn.HistoGraphReadout` (Galron et al., 2026).
 
@@ -306,6 +342,10 @@ class GraphNet(nn.Module):
         self.dropout_after_residual = dropout_after_residual
         self.readout = readout
         self.in_channels = in_channels
+        if readout == "jk-cat":
+            from torch_geometric.nn import JumpingKnowledge
+
+            self.jumping_knowledge = JumpingKnowledge("cat")
         if readout == "histograph":
             from pyg_agg.nn import HistoGraphReadout
 
@@ -338,7 +378,7 @@ class GraphNet(nn.Module):
 
     def _read(self, history: list[Tensor], batch: Tensor, num_graphs: int) -> Tensor:
         if self.readout == "jk-cat":
-            return torch.cat([_pool(h, batch, num_graphs, "mean") for h in history], dim=-1)
+            return _pool(self.jumping_knowledge(history), batch, num_graphs, "mean")
         if self.readout == "histograph":
             return self.histograph(history[1:], batch=batch, size=num_graphs)
         return _pool(history[-1], batch, num_graphs, self.readout)

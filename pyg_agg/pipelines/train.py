@@ -92,8 +92,8 @@ def _scheduler(cfg: TrainConfig, optimizer: torch.optim.Optimizer, higher_is_bet
 # ------------------------------------------------------------------ epochs
 
 
-class _Runner:
-    """Train/evaluate steps for one task level, DDP-aware."""
+class EpochRunner:
+    """Train/evaluate steps for one task level, DDP-aware (the demo trains with it too)."""
 
     def __init__(self, cfg: TrainConfig, task: TaskData, model: nn.Module,
                  ctx: D.DistContext) -> None:
@@ -242,7 +242,7 @@ def train_run(cfg: TrainConfig, task: TaskData, run: int, ctx: D.DistContext,
     if ctx.distributed:
         ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         net = nn.parallel.DistributedDataParallel(model, device_ids=ids)
-    runner = _Runner(cfg, task, net, ctx)
+    runner = EpochRunner(cfg, task, net, ctx)
 
     for epoch in range(start, cfg.epochs + 1):
         t0 = time.perf_counter()

@@ -110,3 +110,20 @@ def test_a_new_model_is_one_registry_entry(monkeypatch, tmp_path, capsys):
     assert main([*argv[:-1], str(tmp_path / "other"), "--heads", "3"]) == 2
     assert "hidden (8) must be divisible by heads (3)" in capsys.readouterr().err
     assert not (tmp_path / "other").exists()
+
+
+@pytest.mark.parametrize("ours, pyg", [("gatv2", "gatv2-pyg"), ("pna", "pna-pyg"), ("lcm", "lcm-pyg")])
+def test_pyg_versions_of_our_layers_share_weights_and_outputs(ours, pyg):
+    from torch_geometric.utils import sort_edge_index
+
+    ring = torch.arange(8)
+    # every node has in-degree 2, where PyG's padded LCM equals ours; sorted by target for it
+    edge_index = sort_edge_index(torch.stack([torch.cat([ring, (ring + 1) % 8]),
+                                              torch.cat([(ring + 1) % 8, ring])]),
+                                 sort_by_row=False)
+    data = _data(torch.randn(8, 4), edge_index)
+    deg = PNAConv.get_degree_histogram([data])
+    nets = [GraphNet(model, 4, 8, 2, 2, 0.0, "mean", ogb_mol=False, edge_dim=None, deg=deg).eval()
+            for model in (pyg, ours)]
+    nets[1].load_state_dict(nets[0].state_dict())  # strict: the same keys and shapes
+    torch.testing.assert_close(nets[1](data), nets[0](data), atol=1e-5, rtol=1e-5)
