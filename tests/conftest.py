@@ -95,3 +95,21 @@ def triton_interpreter():
         return out.stdout
 
     return run
+
+
+@pytest.fixture
+def gnn_explainer_mask():
+    """``mask(conv, x, edge_index)``: the edge mask PyG's GNNExplainer trains
+    through ``conv`` for node 4, from a fixed seed, so that two layers computing
+    the same function give the same mask."""
+    from torch_geometric.explain import Explainer, GNNExplainer
+
+    def mask(conv, x, edge_index):
+        explainer = Explainer(conv, algorithm=GNNExplainer(epochs=30), explanation_type="model",
+                              edge_mask_type="object",
+                              model_config=dict(mode="regression", task_level="node",
+                                                return_type="raw"))
+        torch.manual_seed(3)
+        return explainer(x, edge_index, index=4).edge_mask
+
+    return mask
