@@ -189,7 +189,7 @@ def _read_adjacency(adj: Any, num_sources: int, num_targets: int) -> Edges:
     return Edges(source.long(), target.long(), kind, values, key, num_sources, num_targets)
 
 
-# graph object -> {(version, options): CSRGraph}
+# graph object -> {(version, node counts, flow, options): CSRGraph}
 _CACHE: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
 
@@ -217,11 +217,15 @@ def target_csr(edges: Edges, rows: Optional[Tensor] = None, sources: Optional[Te
     sources = edges.source if sources is None else sources
     if torch.compiler.is_compiling():
         return _sort_by_row(rows, sources, num_rows, num_sources)
-    entry = (getattr(key, "_version", 0), num_rows, num_sources, edges.flow, options)
+    version = getattr(key, "_version", 0)
+    entry = (version, num_rows, num_sources, edges.flow, options)
     per_graph = _CACHE.setdefault(key, {})
     graph = per_graph.get(entry)
     if graph is None:
-        per_graph.clear()  # one entry per graph: a stale version is never read again
+        # entries of an older version are never read again; other options on the
+        # same graph (two kinds of layer in one model) stay
+        for stale in [k for k in per_graph if k[0] != version]:
+            del per_graph[stale]
         graph = per_graph[entry] = _sort_by_row(rows, sources, num_rows, num_sources)
     return graph
 

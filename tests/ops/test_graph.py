@@ -59,8 +59,11 @@ def test_csr_is_cached_per_graph_and_invalidated_by_in_place_writes():
     ei = edge_index()
     first = target_csr(read_edges(ei, NUM_SRC, NUM_DST))
     assert target_csr(read_edges(ei, NUM_SRC, NUM_DST)) is first
-    # another flow, node count or option is another entry
-    assert target_csr(read_edges(ei, NUM_DST, NUM_SRC, "target_to_source")) is not first
+    # another flow, node count or option is another entry, and both stay cached
+    flipped = target_csr(read_edges(ei, NUM_DST, NUM_SRC, "target_to_source"))
+    assert flipped is not first
+    assert target_csr(read_edges(ei, NUM_SRC, NUM_DST)) is first
+    assert target_csr(read_edges(ei, NUM_DST, NUM_SRC, "target_to_source")) is flipped
     ei[1, 0] = (ei[1, 0] + 1) % NUM_DST  # in place: the version counter moves
     fresh = target_csr(read_edges(ei, NUM_SRC, NUM_DST))
     assert fresh is not first
