@@ -66,3 +66,15 @@ def test_pipelines_hold_no_dataset_loaders():
              if _starts(name, ("torch_geometric.datasets", "rdkit"))
              or (name.startswith("ogb.") and name.endswith("Dataset"))]
     assert not found, found
+
+
+def test_layers_use_only_the_public_api_of_ops():
+    """``pyg_agg.nn`` imports kernels as ``from pyg_agg.ops import name``, with
+    ``name`` in ``pyg_agg.ops.__all__``: never a submodule or a private name."""
+    import pyg_agg.ops
+
+    found = [f"{path.name}: {name}" for path in _modules("nn")
+             for name in _imports(path, with_names=True)
+             if _starts(name, ("pyg_agg.ops",)) and name != "pyg_agg.ops"
+             and name.removeprefix("pyg_agg.ops.") not in pyg_agg.ops.__all__]
+    assert not found, found
