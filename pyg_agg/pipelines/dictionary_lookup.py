@@ -41,10 +41,10 @@ from pyg_agg.nn import GATv2Conv
 from pyg_agg.pipelines.study import (
     Study,
     Trainee,
-    add_study_arguments,
     epoch_generator,
     resolve_device,
     run_study,
+    study_parser,
 )
 
 DOCS_PAGE = "gatv2.md"
@@ -188,11 +188,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", choices=MODELS, default=None,
-                        help="the models to run (default: all)")
+    parser = study_parser(__doc__, NAME, DOCS_PAGE, MODELS)
     parser.add_argument("--k", type=int, nargs="+", default=None,
                         help="numbers of keys (default: the budget's)")
-    add_study_arguments(parser, NAME, DOCS_PAGE)
     return run_study(run, parser, argv)

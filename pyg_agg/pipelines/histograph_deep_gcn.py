@@ -42,7 +42,7 @@ from torch_geometric.nn import GCNConv, JumpingKnowledge
 from pyg_agg.datasets import load_dataset
 from pyg_agg.nn import HistoGraphReadout
 from pyg_agg.nn.models import LayerHistoryGNN
-from pyg_agg.pipelines.study import Study, Trainee, add_study_arguments, resolve_device, run_study
+from pyg_agg.pipelines.study import Study, Trainee, resolve_device, run_study, study_parser
 
 DOCS_PAGE = "histograph.md"
 NAME = "histograph_deep_gcn"
@@ -193,10 +193,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", choices=MODELS, default=None,
-                        help="the models to run (default: all)")
+    parser = study_parser(__doc__, NAME, DOCS_PAGE, MODELS)
     parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=None,
                         help="the datasets to run (default: both)")
     parser.add_argument("--depths", type=int, nargs="+", default=None,
@@ -204,5 +201,4 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default=None,
                         help="data root with planetoid/Cora and planetoid/CiteSeer "
                              "(default $PYG_AGG_DATA, then ./datasets)")
-    add_study_arguments(parser, NAME, DOCS_PAGE)
     return run_study(run, parser, argv)

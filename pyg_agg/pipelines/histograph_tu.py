@@ -56,10 +56,10 @@ from pyg_agg.pipelines.histograph_deep_gcn import mean_std, select_epoch
 from pyg_agg.pipelines.study import (
     Study,
     Trainee,
-    add_study_arguments,
     epoch_generator,
     resolve_device,
     run_study,
+    study_parser,
 )
 
 DOCS_PAGE = "histograph.md"
@@ -314,10 +314,7 @@ def unit_key(dataset: str, model: str, fold: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", choices=MODELS, default=None,
-                        help="the models to run (default: all)")
+    parser = study_parser(__doc__, NAME, DOCS_PAGE, MODELS)
     parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=None,
                         help="the datasets to run (default: all three)")
     parser.add_argument("--readout-lr", type=float, default=None,
@@ -326,5 +323,4 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default=None,
                         help="data root with the TU folders (default $PYG_AGG_DATA, then "
                              "./datasets)")
-    add_study_arguments(parser, NAME, DOCS_PAGE)
     return run_study(run, parser, argv)

@@ -40,10 +40,10 @@ from pyg_agg.nn import LCMAggregation
 from pyg_agg.pipelines.study import (
     Study,
     Trainee,
-    add_study_arguments,
     epoch_generator,
     resolve_device,
     run_study,
+    study_parser,
 )
 
 DOCS_PAGE = "lcm.md"
@@ -187,9 +187,5 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", choices=MODELS, default=None,
-                        help="the models to run (default: all)")
-    add_study_arguments(parser, NAME, DOCS_PAGE)
+    parser = study_parser(__doc__, NAME, DOCS_PAGE, MODELS)
     return run_study(run, parser, argv)

@@ -37,7 +37,7 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -73,12 +73,17 @@ class Trainee:
     state: dict[str, Any] = field(default_factory=dict)
 
 
-def add_study_arguments(parser: argparse.ArgumentParser, name: str, docs_page: str,
-                        reduced_budgets: Optional[dict[str, str]] = None) -> None:
-    """The options every study has; the study adds its ``--models`` and the like, and
-    ``reduced_budgets`` (name: what it cuts from the paper's protocol)."""
+def study_parser(description: str, name: str, docs_page: str, models: Sequence[str],
+                 reduced_budgets: Optional[dict[str, str]] = None) -> argparse.ArgumentParser:
+    """The command line every study shares: ``--models`` (one of ``models``), the
+    budget (``reduced_budgets``: name -> what it cuts from the paper's protocol),
+    checkpoints, results and device. The study adds its own options to it."""
+    parser = argparse.ArgumentParser(description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     reduced = reduced_budgets or {}
     add = parser.add_argument
+    add("--models", nargs="+", choices=models, default=None,
+        help="the models to run (default: all)")
     add("--budget", choices=("full", *reduced, "small"), default="full",
         help="; ".join(["full: the paper's protocol",
                         *(f"{budget}: {cut} (not the paper's protocol)"
@@ -95,6 +100,7 @@ def add_study_arguments(parser: argparse.ArgumentParser, name: str, docs_page: s
                        f"docs/{docs_page}, none for the small budget; '' for none)")
     add("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     add("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    return parser
 
 
 def resolve_device(name: str) -> torch.device:
@@ -142,7 +148,7 @@ class Study:
         docs_page: The page under ``docs/`` with the study's table.
         settings: A dataclass of everything that decides the numbers.
         args: As parsed by :func:`run_study`: ``argv`` (recorded as the command run
-            by ``examples/<name>.py``) and the options of :func:`add_study_arguments`:
+            by ``examples/<name>.py``) and the options of :func:`study_parser`:
             ``budget``, ``out`` (the
             checkpoint folder), ``resume``, ``stop_after_epochs``, ``results`` and
             ``docs`` (checked for the table's markers before any training). The
