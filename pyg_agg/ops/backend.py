@@ -56,17 +56,23 @@ except Exception:
 # docs/benchmarks.md. Its Triton kernels, like the attention's, have never run
 # on a GPU (tested only under Triton's interpreter), so CUDA keeps the
 # reference until measured; `use_backend("native")` opts in.
+#
+# The CSR sort of an unsorted index ("sort": graph.sort_segments) counting-sorts
+# natively on CPU: measured with benchmarks/bench_ops.py against argsort and a
+# count (see docs/benchmarks.md). It has no Triton kernel; CUDA sorts with torch.
 AUTO_TABLE: dict[tuple[str, str], str] = {
     ("cuda", "min"): "torch_scatter",
     ("cuda", "max"): "torch_scatter",
     ("cpu", "multi"): "native",
     ("cpu", "attention"): "native",
+    ("cpu", "sort"): "native",
 }
 # The ops that have a native kernel, and on which device types (elsewhere
 # "native" falls back to "torch").
 NATIVE_OPS: dict[str, tuple[str, ...]] = {
     "multi": ("cpu", "cuda"),
     "attention": ("cpu", "cuda"),
+    "sort": ("cpu",),
 }
 
 _state = threading.local()

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 from torch.utils.weak import WeakIdKeyDictionary
 
+from pyg_agg.ops.backend import resolve_backend
 from pyg_agg.ops.checks import check_index
 
 FLOWS = ("source_to_target", "target_to_source")
@@ -97,6 +98,22 @@ class CSRGraph:
         return self._transpose
 
 
+def sort_segments(index: Tensor, num_segments: int) -> tuple[Tensor, Tensor]:
+    """The CSR of an unsorted segment index: ``(ptr, perm)``.
+
+    A stable sort of ``index`` (entries in ``[0, num_segments)``, unchecked):
+    segment ``s``'s entries, in input order, are
+    ``perm[ptr[s]:ptr[s + 1]]``. The native backend (CPU) counting-sorts in two
+    passes over the index; the reference is ``argsort`` and a count.
+    """
+    if resolve_backend("sort", index.device.type) == "native":
+        return torch.ops.pyg_agg.counting_sort(index.long().contiguous(), num_segments)
+    perm = torch.argsort(index, stable=True)
+    counts = torch.zeros(num_segments, dtype=torch.long, device=index.device)
+    counts.index_add_(0, index, torch.ones_like(index, dtype=torch.long))
+    return torch.cat([counts.new_zeros(1), counts.cumsum(0)]), perm
+
+
 def transpose_csr(ptr: Tensor, col: Tensor, num_sources: int) -> tuple[Tensor, Tensor, Tensor]:
     """The transposed graph of a CSR ``(ptr, col)``, by positions.
 
@@ -105,10 +122,7 @@ def transpose_csr(ptr: Tensor, col: Tensor, num_sources: int) -> tuple[Tensor, T
     stable sort, so sums over them are deterministic), and ``edge_row[p]`` is
     the row of position ``p`` (``num_rows`` for a parked one).
     """
-    csc_pos = torch.argsort(col, stable=True)
-    counts = torch.zeros(num_sources, dtype=torch.long, device=col.device)
-    counts.index_add_(0, col, torch.ones_like(col))
-    csc_ptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+    csc_ptr, csc_pos = sort_segments(col, num_sources)
     return csc_ptr, csc_pos, position_rows(ptr, col.numel())
 
 
@@ -232,8 +246,5 @@ def target_csr(edges: Edges, rows: Optional[Tensor] = None, sources: Optional[Te
 
 def _sort_by_row(rows: Tensor, sources: Tensor, num_rows: int, num_sources: int) -> CSRGraph:
     """Stable sort of the entries by row; rows equal to ``num_rows`` are parked last."""
-    perm = torch.argsort(rows, stable=True)
-    counts = torch.zeros(num_rows + 1, dtype=torch.long, device=rows.device)
-    counts.index_add_(0, rows, torch.ones_like(rows))
-    ptr = torch.cat([counts.new_zeros(1), counts[:num_rows].cumsum(0)])
-    return CSRGraph(ptr, sources.index_select(0, perm), perm, num_sources)
+    ptr, perm = sort_segments(rows, num_rows + 1)
+    return CSRGraph(ptr[:-1], sources.index_select(0, perm), perm, num_sources)

@@ -12,6 +12,7 @@ from torch.autograd.function import once_differentiable
 from pyg_agg.ops import native
 from pyg_agg.ops.backend import resolve_backend
 from pyg_agg.ops.checks import check_index, check_ptr
+from pyg_agg.ops.graph import sort_segments
 from pyg_agg.ops.scatter import fill_empty, scatter_unchecked, segment_counts
 from pyg_agg.ops.segment import ptr_to_index
 
@@ -75,16 +76,18 @@ def multi_aggregate(
     n = check_index(index, src, 0, dim_size)
     # an explicit width: reshape(0, -1) is ambiguous when there are no messages
     flat = src.reshape(src.size(0), math.prod(src.shape[1:]))
-    counts = segment_counts(index, n)
     moments, extremes = _needs(names)
-    if _use_native(flat):
-        order = torch.argsort(index, stable=True)
-        ptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+    use_native = _use_native(flat)
+    if use_native:
+        ptr, order = sort_segments(index, n)
+        counts = ptr.diff()
         total, m2, low, high, _, _ = native.segment_stats(
             flat.contiguous(), ptr, order, None, True, moments, extremes)
     else:
+        counts = segment_counts(index, n)
         total, m2, low, high = ReferenceStatistics.apply(flat, index, counts, moments, extremes)
-    out = derive_statistics(names, counts, total, m2, low, high, fill_value, std_mode, eps)
+    out = derive_statistics(names, counts, total, m2, low, high, fill_value, std_mode, eps,
+                            native_std=use_native)
     return {k: v if k == "count" else v.view(n, *src.shape[1:]) for k, v in out.items()}
 
 
@@ -137,7 +140,8 @@ def segment_statistics(
     ptr = ptr.long()
     counts = ptr.diff()
     moments, extremes = _needs(names)
-    if _use_native(src):
+    use_native = _use_native(src)
+    if use_native:
         total, m2, low, high, _, _ = native.segment_stats(
             src.contiguous(), ptr, None if col is None else col.long().contiguous(),
             None if edge_term is None else edge_term.contiguous(), False, moments, extremes)
@@ -147,7 +151,8 @@ def segment_statistics(
             values = values + edge_term
         index = ptr_to_index(ptr, edges)
         total, m2, low, high = ReferenceStatistics.apply(values, index, counts, moments, extremes)
-    return derive_statistics(names, counts, total, m2, low, high, fill_value, std_mode, eps)
+    return derive_statistics(names, counts, total, m2, low, high, fill_value, std_mode, eps,
+                             native_std=use_native)
 
 
 def _check_arguments(src: Tensor, stats: Union[str, Iterable[str]], std_mode: str,
@@ -180,8 +185,12 @@ def _use_native(src: Tensor) -> bool:
 
 def derive_statistics(names: tuple[str, ...], counts: Tensor, total: Tensor, m2: Tensor,
                       low: Tensor, high: Tensor, fill_value: float, std_mode: str,
-                      eps: float) -> dict[str, Tensor]:
-    """Every statistic of ``names`` from the primitives (count, sum, M, min, max)."""
+                      eps: float, native_std: bool = False) -> dict[str, Tensor]:
+    """Every statistic of ``names`` from the primitives (count, sum, M, min, max).
+
+    ``native_std``: the native backend's std, one pass over ``M`` on CPU
+    instead of the reference's chain of elementwise ops (same formulas).
+    """
     denom = counts.clamp(min=1).to(total.dtype).unsqueeze(-1)
     out: dict[str, Tensor] = {}
     for name in names:
@@ -197,6 +206,8 @@ def derive_statistics(names: tuple[str, ...], counts: Tensor, total: Tensor, m2:
             value = low
         elif name == "max":
             value = high
+        elif name == "std" and native_std and native.has_cpu_kernel(m2):
+            value = native.segment_std(m2, counts, eps, std_mode == "pyg")
         else:
             var = m2 / denom
             if name == "var":

@@ -34,8 +34,6 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from pyg_agg.ops.graph import transpose_csr
-
 _log = logging.getLogger(__name__)
 _CSRC = Path(__file__).parent / "csrc"
 _CPU_SOURCES = sorted((_CSRC / "cpu").glob("*.cpp"))
@@ -71,6 +69,14 @@ _LIB.define(
     "Tensor sum, Tensor low, Tensor high, Tensor ties_lo, Tensor ties_hi, Tensor csc_ptr, Tensor csc_edge, "
     "Tensor edge_row) -> Tensor"
 )
+# The std of each row from its sum of squared deviations m2 and its count: var = m2 /
+# max(count, 1), then sqrt(var) where var > eps else 0 (pyg_mode, PyG's StdAggregation),
+# or sqrt(relu(var) + eps) (the PNA paper). One pass instead of an elementwise chain.
+_LIB.define("segment_std(Tensor m2, Tensor counts, float eps, bool pyg_mode) -> Tensor")
+# Stable counting sort of a segment index with entries in [0, buckets): returns
+# (ptr [buckets + 1], perm [E]), bucket b's entries in input order being
+# perm[ptr[b]:ptr[b + 1]]. The CSR of an unsorted index in two passes over it.
+_LIB.define("counting_sort(Tensor index, SymInt buckets) -> (Tensor, Tensor)")
 # Fused GATv2 attention over CSR rows (see csrc/cpu/dynamic_attention.cpp): row i
 # attends over its edges with scores att . LeakyReLU(x_src[col] + x_dst[i]
 # (+ W_e edge_attr)) and sums softmax * edge_scale * x_src[col]. Returns
@@ -185,6 +191,12 @@ def has_kernels(device_type: str) -> bool:
     return {"cpu": HAS_NATIVE, "cuda": HAS_TRITON}.get(device_type, False)
 
 
+def has_cpu_kernel(tensor: Tensor) -> bool:
+    """Whether the C++ kernels of the CPU-only ops (``segment_std``,
+    ``counting_sort``, no Triton kernel yet) can run on ``tensor``."""
+    return HAS_NATIVE and tensor.device.type == "cpu"
+
+
 # ---------------------------------------------------------------- fake kernels
 @torch.library.register_fake("pyg_agg::segment_stats")
 def _segment_stats_fake(src, ptr, col, edge_term, col_is_permutation, moments, extremes):
@@ -255,6 +267,8 @@ def _backward(ctx, grad_sum, grad_m2, grad_min, grad_max, _grad_ties_lo, _grad_t
         if ctx.col_is_permutation:
             grad_src = torch.ops.pyg_agg.segment_stats_backward(*grads, src, ptr, col, edge_term, *saved, col)
         else:
+            from pyg_agg.ops.graph import transpose_csr  # graph imports this module
+
             csc_ptr, csc_edge, edge_row = transpose_csr(ptr, col, src.shape[0])
             grad_src = torch.ops.pyg_agg.segment_stats_backward_gather(
                 *grads, src, ptr, col, edge_term, *saved, csc_ptr, csc_edge, edge_row)
@@ -262,6 +276,35 @@ def _backward(ctx, grad_sum, grad_m2, grad_min, grad_max, _grad_ties_lo, _grad_t
 
 
 torch.library.register_autograd("pyg_agg::segment_stats", _backward, setup_context=_setup_context)
+
+
+@torch.library.register_fake("pyg_agg::segment_std")
+def _segment_std_fake(m2, counts, eps, pyg_mode):
+    return torch.empty_like(m2)
+
+
+def _segment_std_setup_context(ctx, inputs, output):
+    m2, counts, _eps, pyg_mode = inputs
+    ctx.pyg_mode = pyg_mode
+    ctx.save_for_backward(m2, counts, output)
+
+
+def _segment_std_backward(ctx, grad):
+    # d std / d m2 = 1 / (2 std d) where the std follows the variance (pyg: above eps,
+    # where it is > 0; eps: where relu passes), else 0
+    m2, counts, std = ctx.saved_tensors
+    denom = counts.clamp(min=1).to(std.dtype).unsqueeze(-1)
+    live = std > 0 if ctx.pyg_mode else m2 > 0
+    return torch.where(live, grad * 0.5 / (std * denom), 0.0), None, None, None
+
+
+torch.library.register_autograd("pyg_agg::segment_std", _segment_std_backward,
+                                setup_context=_segment_std_setup_context)
+
+
+@torch.library.register_fake("pyg_agg::counting_sort")
+def _counting_sort_fake(index, buckets):
+    return index.new_empty((buckets + 1,)), torch.empty_like(index)
 
 
 @torch.library.register_fake("pyg_agg::dynamic_attention")
@@ -296,6 +339,8 @@ def _attention_backward(ctx, grad_out, _grad_lse, grad_alpha):
     (x_src, x_dst, att, ptr, col, edge_attr, weight_t, edge_scale, lse,
      csc_ptr, csc_pos, edge_row) = ctx.saved_tensors
     if csc_ptr is None:
+        from pyg_agg.ops.graph import transpose_csr  # graph imports this module
+
         csc_ptr, csc_pos, edge_row = transpose_csr(ptr, col, x_src.shape[0])
     if grad_out is None:
         grad_out = torch.zeros_like(x_dst)
@@ -323,4 +368,11 @@ def segment_stats(src: Tensor, ptr: Tensor, col: Optional[Tensor] = None,
     """
     return torch.ops.pyg_agg.segment_stats(src, ptr, col, edge_term, col_is_permutation,
                                            moments, extremes)
+
+
+
+def segment_std(m2: Tensor, counts: Tensor, eps: float, pyg_mode: bool) -> Tensor:
+    """Unchecked call of the native std from ``m2`` ``[N, F]`` and int64 ``counts``
+    ``[N]``; CPU only (see :func:`has_cpu_kernel`)."""
+    return torch.ops.pyg_agg.segment_std(m2.contiguous(), counts.contiguous(), float(eps), pyg_mode)
 

@@ -20,11 +20,11 @@ def test_auto_uses_torch_on_cpu_for_every_single_reduction():
     assert get_backend() == "auto"
     for op in ("sum", "mean", "min", "max", "segment_sum"):
         assert resolve_backend(op, "cpu") == "torch"
-    assert {op for device, op in AUTO_TABLE if device == "cpu"} == {"multi", "attention"}
+    assert {op for device, op in AUTO_TABLE if device == "cpu"} == {"multi", "attention", "sort"}
 
 
 def test_auto_uses_native_multi_statistics_on_cpu_when_built():
-    for op in ("multi", "attention"):
+    for op in ("multi", "attention", "sort"):
         assert resolve_backend(op, "cpu") == ("native" if HAS_NATIVE else "torch")
         # unmeasured on GPU, so CUDA keeps the reference unless asked
         assert resolve_backend(op, "cuda") == "torch"

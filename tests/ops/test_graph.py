@@ -3,8 +3,8 @@ import pytest
 import torch
 from torch_geometric import EdgeIndex
 
-from pyg_agg.ops import HAS_TORCH_SPARSE, read_edges, target_csr
-from pyg_agg.ops.graph import transpose_csr
+from pyg_agg.ops import HAS_NATIVE, HAS_TORCH_SPARSE, read_edges, target_csr, use_backend
+from pyg_agg.ops.graph import sort_segments, transpose_csr
 
 NUM_SRC, NUM_DST = 6, 5
 
@@ -106,3 +106,39 @@ def test_parked_rows_and_transpose():
 def test_clear_errors(bad, match):
     with pytest.raises((TypeError, ValueError), match=match):
         read_edges(bad(edge_index()), NUM_SRC, NUM_DST)
+
+
+SORT_BACKENDS = ["torch", pytest.param("native", marks=pytest.mark.skipif(
+    not HAS_NATIVE, reason="the native CPU ops are not built"))]
+
+
+@pytest.mark.parametrize("backend", SORT_BACKENDS)
+@pytest.mark.parametrize("num_entries", [0, 1, 40, 200_003])  # the last one sorts in chunks
+def test_sort_segments_is_a_stable_csr_sort(backend, num_entries):
+    gen = torch.Generator().manual_seed(num_entries)
+    num_segments = 50
+    index = torch.randint(0, num_segments - 3, (num_entries,), generator=gen)  # empty segments
+    index[: num_entries // 3] = 7  # a hub
+    with use_backend(backend):
+        ptr, perm = sort_segments(index, num_segments)
+        ptr32, perm32 = sort_segments(index.int(), num_segments)
+    assert torch.equal(perm, torch.argsort(index, stable=True))
+    assert torch.equal(ptr.diff(), torch.bincount(index, minlength=num_segments))
+    assert ptr[0] == 0 and ptr.numel() == num_segments + 1
+    assert torch.equal(ptr32, ptr) and torch.equal(perm32, perm)
+
+
+@pytest.mark.skipif(not HAS_NATIVE, reason="the native CPU ops are not built")
+def test_native_sort_is_the_same_for_every_thread_count():
+    index = torch.randint(0, 1000, (300_000,), generator=torch.Generator().manual_seed(1))
+    previous = torch.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            with use_backend("native"):
+                results.append(sort_segments(index, 1000))
+    finally:
+        torch.set_num_threads(previous)
+    for ptr, perm in results[1:]:
+        assert torch.equal(ptr, results[0][0]) and torch.equal(perm, results[0][1])

@@ -5,7 +5,7 @@ import torch
 from torch_geometric.nn import aggr
 from torch_geometric.utils import softmax as pyg_softmax
 
-from pyg_agg.ops import HAS_TORCH_SCATTER, multi_aggregate, scatter_softmax, use_backend
+from pyg_agg.ops import HAS_NATIVE, HAS_TORCH_SCATTER, multi_aggregate, scatter_softmax, use_backend
 
 
 def test_softmax_matches_pyg_and_sums_to_one():
@@ -44,8 +44,10 @@ def _pyg_stats(src, index, n):
 
 @pytest.mark.parametrize(
     "backend",
-    ["torch", pytest.param("torch_scatter", marks=pytest.mark.skipif(
-        not HAS_TORCH_SCATTER, reason="torch_scatter not importable: install the 'fast' extra"))],
+    ["torch",
+     pytest.param("native", marks=pytest.mark.skipif(not HAS_NATIVE, reason="the native CPU ops are not built")),
+     pytest.param("torch_scatter", marks=pytest.mark.skipif(
+         not HAS_TORCH_SCATTER, reason="torch_scatter not importable: install the 'fast' extra"))],
 )
 def test_multi_aggregate_matches_pyg_aggregations(backend):
     src = torch.randn(300, 7, dtype=torch.float64)

@@ -17,7 +17,9 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace pyg_agg {
@@ -241,25 +243,21 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> segment_stats_cpu(
 
 // d/dx_e of  g_sum.sum + g_m2.m2 + g_min.min + g_max.max  at edge e of row i:
 //   g_sum + 2 g_m2 (x_e - mean_i) + [x_e = min_i] g_min / ties_min_i + (same for max)
-// (x_e is compared after rounding to scalar_t, as the extreme was stored)
-template <typename scalar_t, typename acc_t>
-struct EdgeGradient {
+// (x_e is compared after rounding to scalar_t, as the extreme was stored).
+//
+// Everything but x_e is a per-row coefficient, so each backward first computes
+// a row's coefficients once (the mean and the tie shares need divisions), then
+// streams the row's edges through a branch-free loop that vectorises. The
+// fields of one row's block of `width` values, each `channels` long:
+//   a = g_sum,  mean, b = 2 g_m2           (kMoments; without: a only)
+//   c = g_min / ties_min,  d = g_max / ties_max   (kExtremes)
+// with the extremes themselves read from `low` / `high`.
+template <typename scalar_t>
+struct StatGradients {
   const scalar_t *g_sum, *g_m2, *g_min, *g_max, *sum, *low, *high;
   const int32_t *ties_lo, *ties_hi;
   const int64_t* ptr;
   int64_t channels;
-
-  acc_t operator()(int64_t i, int64_t e, int64_t f, acc_t x) const {
-    const int64_t k = i * channels + f;
-    acc_t g = g_sum ? static_cast<acc_t>(g_sum[k]) : acc_t(0);
-    if (g_m2) {
-      const acc_t mean = static_cast<acc_t>(sum[k]) / static_cast<acc_t>(ptr[i + 1] - ptr[i]);
-      g += acc_t(2) * static_cast<acc_t>(g_m2[k]) * (x - mean);
-    }
-    if (g_min && static_cast<scalar_t>(x) == low[k]) g += static_cast<acc_t>(g_min[k]) / ties_lo[k];
-    if (g_max && static_cast<scalar_t>(x) == high[k]) g += static_cast<acc_t>(g_max[k]) / ties_hi[k];
-    return g;
-  }
 };
 
 template <typename scalar_t>
@@ -272,9 +270,110 @@ const scalar_t* optional_data(const Tensor& t) {
   return t.numel() > 0 ? t.data_ptr<scalar_t>() : nullptr;
 }
 
+template <typename scalar_t>
+StatGradients<scalar_t> stat_gradients(
+    const c10::optional<Tensor>& grad_sum, const c10::optional<Tensor>& grad_m2,
+    const c10::optional<Tensor>& grad_min, const c10::optional<Tensor>& grad_max, const Tensor& sum,
+    const Tensor& low, const Tensor& high, const Tensor& ties_lo, const Tensor& ties_hi, const Tensor& ptr,
+    int64_t channels) {
+  return {optional_data<scalar_t>(grad_sum), optional_data<scalar_t>(grad_m2), optional_data<scalar_t>(grad_min),
+          optional_data<scalar_t>(grad_max), sum.data_ptr<scalar_t>(),  optional_data<scalar_t>(low),
+          optional_data<scalar_t>(high),     optional_data<int32_t>(ties_lo), optional_data<int32_t>(ties_hi),
+          ptr.data_ptr<int64_t>(),           channels};
+}
+
+inline int64_t coefficient_width(bool moments, bool extremes) {
+  return (moments ? 3 : 1) + (extremes ? 2 : 0);
+}
+
+// Fills row i's coefficient block (coefficient_width(...) * channels values).
+template <typename scalar_t, typename acc_t, bool kMoments, bool kExtremes>
+void row_coefficients(const StatGradients<scalar_t>& g, int64_t i, acc_t* __restrict__ block) {
+  const int64_t F = g.channels, k0 = i * F;
+  const int64_t degree = g.ptr[i + 1] - g.ptr[i];
+  const acc_t inv_degree = degree > 0 ? acc_t(1) / static_cast<acc_t>(degree) : acc_t(0);
+  acc_t* a = block;
+  for (int64_t f = 0; f < F; ++f) a[f] = g.g_sum ? static_cast<acc_t>(g.g_sum[k0 + f]) : acc_t(0);
+  acc_t* next = block + F;
+  if (kMoments) {
+    acc_t *mean = next, *b = next + F;
+    for (int64_t f = 0; f < F; ++f) {
+      mean[f] = static_cast<acc_t>(g.sum[k0 + f]) * inv_degree;
+      b[f] = g.g_m2 ? acc_t(2) * static_cast<acc_t>(g.g_m2[k0 + f]) : acc_t(0);
+    }
+    next += 2 * F;
+  }
+  if (kExtremes) {
+    acc_t *c = next, *d = next + F;
+    for (int64_t f = 0; f < F; ++f) {  // empty rows have no ties, and no edges to read them
+      const int32_t tl = g.ties_lo[k0 + f], th = g.ties_hi[k0 + f];
+      c[f] = (g.g_min && tl > 0) ? static_cast<acc_t>(g.g_min[k0 + f]) / static_cast<acc_t>(tl) : acc_t(0);
+      d[f] = (g.g_max && th > 0) ? static_cast<acc_t>(g.g_max[k0 + f]) / static_cast<acc_t>(th) : acc_t(0);
+    }
+  }
+}
+
+// acc (+)= the gradient of one edge's values, given its row's coefficients.
+template <typename scalar_t, typename acc_t, bool kTerm, bool kMoments, bool kExtremes, bool kAdd>
+__attribute__((noinline)) void edge_gradient(
+    const scalar_t* __restrict__ row, const scalar_t* __restrict__ term, const acc_t* __restrict__ block,
+    const scalar_t* __restrict__ low, const scalar_t* __restrict__ high, acc_t* __restrict__ acc,
+    int64_t channels) {
+  const acc_t* __restrict__ a = block;
+  const acc_t* __restrict__ mean = block + channels;
+  const acc_t* __restrict__ b = block + 2 * channels;
+  const acc_t* __restrict__ c = block + (kMoments ? 3 : 1) * channels;
+  const acc_t* __restrict__ d = c + channels;
+  for (int64_t f = 0; f < channels; ++f) {
+    acc_t x = static_cast<acc_t>(row[f]);
+    if (kTerm) x += static_cast<acc_t>(term[f]);
+    acc_t g = a[f];
+    if (kMoments) g += b[f] * (x - mean[f]);
+    if (kExtremes) {
+      const scalar_t stored = static_cast<scalar_t>(x);
+      g += (stored == low[f] ? c[f] : acc_t(0)) + (stored == high[f] ? d[f] : acc_t(0));
+    }
+    acc[f] = kAdd ? acc[f] + g : g;
+  }
+}
+
 // Per-edge gradient, one pass over the CSR rows.  Row e of the result is
 // written at out_index[e] (an injective map into src's rows, e.g. the sort
 // permutation of an unsorted index), or at e.
+template <typename scalar_t, typename acc_t, bool kTerm, bool kMoments, bool kExtremes>
+void backward_rows(const StatGradients<scalar_t>& g, const EdgeValues<scalar_t>& in, const int64_t* dst,
+                   scalar_t* out, int64_t begin, int64_t end) {
+  const int64_t F = g.channels;
+  std::vector<acc_t> block(coefficient_width(kMoments, kExtremes) * F), edge(F);
+  for (int64_t i = begin; i < end; ++i) {
+    if (g.ptr[i] == g.ptr[i + 1]) continue;
+    row_coefficients<scalar_t, acc_t, kMoments, kExtremes>(g, i, block.data());
+    const scalar_t* low = kExtremes ? g.low + i * F : nullptr;
+    const scalar_t* high = kExtremes ? g.high + i * F : nullptr;
+    for (int64_t e = g.ptr[i]; e < g.ptr[i + 1]; ++e) {
+      const scalar_t* term = kTerm ? in.edge_term + e * F : nullptr;
+      edge_gradient<scalar_t, acc_t, kTerm, kMoments, kExtremes, false>(in.source_row(e), term, block.data(),
+                                                                        low, high, edge.data(), F);
+      scalar_t* target = out + (dst ? dst[e] : e) * F;
+      for (int64_t f = 0; f < F; ++f) target[f] = static_cast<scalar_t>(edge[f]);
+    }
+  }
+}
+
+// Calls body(kTerm, kMoments, kExtremes) with the flags as std::bool_constant
+// arguments, so that the body instantiates one branch-free kernel per case.
+template <typename Body>
+void with_flags(bool term, bool moments, bool extremes, Body&& body) {
+  auto inner = [&](auto kTerm) {
+    if (moments && extremes) body(kTerm, std::true_type{}, std::true_type{});
+    else if (moments) body(kTerm, std::true_type{}, std::false_type{});
+    else if (extremes) body(kTerm, std::false_type{}, std::true_type{});
+    else body(kTerm, std::false_type{}, std::false_type{});
+  };
+  if (term) inner(std::true_type{});
+  else inner(std::false_type{});
+}
+
 Tensor segment_stats_backward_cpu(
     const c10::optional<Tensor>& grad_sum, const c10::optional<Tensor>& grad_m2,
     const c10::optional<Tensor>& grad_min, const c10::optional<Tensor>& grad_max,
@@ -289,28 +388,21 @@ Tensor segment_stats_backward_cpu(
   const int64_t out_rows = out_index ? src.size(0) : edges;
   Tensor grad = (out_index && edges < out_rows) ? at::zeros({out_rows, channels}, src.options())
                                                 : at::empty({out_rows, channels}, src.options());
+  const bool moments = grad_m2 && grad_m2->numel() > 0;
+  const bool extremes = (grad_min && grad_min->numel() > 0) || (grad_max && grad_max->numel() > 0);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "segment_stats_backward_cpu", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const auto in = edge_values<scalar_t>(src, col, edge_term);
-    const EdgeGradient<scalar_t, acc_t> dx{
-        optional_data<scalar_t>(grad_sum), optional_data<scalar_t>(grad_m2),
-        optional_data<scalar_t>(grad_min), optional_data<scalar_t>(grad_max),
-        sum.data_ptr<scalar_t>(), optional_data<scalar_t>(low), optional_data<scalar_t>(high),
-        optional_data<int32_t>(ties_lo), optional_data<int32_t>(ties_hi), ptr.data_ptr<int64_t>(),
-        channels};
-    const int64_t* p = ptr.data_ptr<int64_t>();
+    const auto g = stat_gradients<scalar_t>(grad_sum, grad_m2, grad_min, grad_max, sum, low, high, ties_lo,
+                                            ties_hi, ptr, channels);
     const int64_t* dst = out_index ? out_index->data_ptr<int64_t>() : nullptr;
     scalar_t* out = grad.data_ptr<scalar_t>();
-    at::parallel_for(0, rows, row_grain(rows, edges, channels), [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        for (int64_t e = p[i]; e < p[i + 1]; ++e) {
-          const scalar_t* row = in.source_row(e);
-          scalar_t* target = out + (dst ? dst[e] : e) * channels;
-          for (int64_t f = 0; f < channels; ++f) {
-            target[f] = static_cast<scalar_t>(dx(i, e, f, in.template value<acc_t>(row, e, f)));
-          }
-        }
-      }
+    with_flags(edge_term.has_value(), moments, extremes, [&](auto term_flag, auto moments_flag, auto extremes_flag) {
+      constexpr bool kTerm = decltype(term_flag)::value, kMoments = decltype(moments_flag)::value;
+      constexpr bool kExtremes = decltype(extremes_flag)::value;
+      at::parallel_for(0, rows, row_grain(rows, edges, channels), [&](int64_t begin, int64_t end) {
+        backward_rows<scalar_t, acc_t, kTerm, kMoments, kExtremes>(g, in, dst, out, begin, end);
+      });
     });
   });
   return grad;
@@ -320,6 +412,9 @@ Tensor segment_stats_backward_cpu(
 // transposed graph: source j sums the per-edge gradients of its out-edges,
 // csc_edge[csc_ptr[j]..csc_ptr[j+1]] (CSR positions), edge_row[e] being the
 // target row of CSR position e.  No atomics, so the sums are deterministic.
+// The rows' coefficients are computed once, in a first pass, into a
+// [rows, width * F] table: the second pass reads each edge's row block in one
+// contiguous stretch instead of dividing per edge.
 Tensor segment_stats_backward_gather_cpu(
     const c10::optional<Tensor>& grad_sum, const c10::optional<Tensor>& grad_m2,
     const c10::optional<Tensor>& grad_min, const c10::optional<Tensor>& grad_max,
@@ -329,39 +424,87 @@ Tensor segment_stats_backward_gather_cpu(
     const Tensor& csc_edge, const Tensor& edge_row) {
   check_inputs(src, ptr, col, edge_term);
   const int64_t sources = src.size(0), channels = src.size(1), edges = col.numel();
+  const int64_t rows = ptr.numel() - 1;
   Tensor grad = at::empty({sources, channels}, src.options());
+  const bool moments = grad_m2 && grad_m2->numel() > 0;
+  const bool extremes = (grad_min && grad_min->numel() > 0) || (grad_max && grad_max->numel() > 0);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "segment_stats_backward_gather_cpu", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    const EdgeGradient<scalar_t, acc_t> dx{
-        optional_data<scalar_t>(grad_sum), optional_data<scalar_t>(grad_m2),
-        optional_data<scalar_t>(grad_min), optional_data<scalar_t>(grad_max),
-        sum.data_ptr<scalar_t>(), optional_data<scalar_t>(low), optional_data<scalar_t>(high),
-        optional_data<int32_t>(ties_lo), optional_data<int32_t>(ties_hi), ptr.data_ptr<int64_t>(),
-        channels};
+    const auto g = stat_gradients<scalar_t>(grad_sum, grad_m2, grad_min, grad_max, sum, low, high, ties_lo,
+                                            ties_hi, ptr, channels);
     const scalar_t* x_src = src.data_ptr<scalar_t>();
     const scalar_t* term = optional_data<scalar_t>(edge_term);
     const int64_t* cp = csc_ptr.data_ptr<int64_t>();
     const int64_t* ce = csc_edge.data_ptr<int64_t>();
     const int64_t* er = edge_row.data_ptr<int64_t>();
     scalar_t* out = grad.data_ptr<scalar_t>();
-    at::parallel_for(0, sources, row_grain(sources, edges, channels), [&](int64_t begin, int64_t end) {
-      std::vector<acc_t> acc(channels);
-      for (int64_t j = begin; j < end; ++j) {
-        std::fill(acc.begin(), acc.end(), acc_t(0));
-        const scalar_t* row = x_src + j * channels;
-        for (int64_t k = cp[j]; k < cp[j + 1]; ++k) {
-          const int64_t e = ce[k], i = er[e];
-          for (int64_t f = 0; f < channels; ++f) {
-            acc_t x = static_cast<acc_t>(row[f]);
-            if (term) x += static_cast<acc_t>(term[e * channels + f]);
-            acc[f] += dx(i, e, f, x);
-          }
+    with_flags(term != nullptr, moments, extremes, [&](auto term_flag, auto moments_flag, auto extremes_flag) {
+      constexpr bool kTerm = decltype(term_flag)::value, kMoments = decltype(moments_flag)::value;
+      constexpr bool kExtremes = decltype(extremes_flag)::value;
+      const int64_t width = coefficient_width(kMoments, kExtremes) * channels;
+      Tensor table = at::empty({rows, width}, src.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+      acc_t* coef = table.data_ptr<acc_t>();
+      at::parallel_for(0, rows, std::max<int64_t>(1, kGrainWork / width), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          row_coefficients<scalar_t, acc_t, kMoments, kExtremes>(g, i, coef + i * width);
         }
-        for (int64_t f = 0; f < channels; ++f) out[j * channels + f] = static_cast<scalar_t>(acc[f]);
-      }
+      });
+      at::parallel_for(0, sources, row_grain(sources, edges, channels), [&](int64_t begin, int64_t end) {
+        std::vector<acc_t> acc(channels);
+        for (int64_t j = begin; j < end; ++j) {
+          std::fill(acc.begin(), acc.end(), acc_t(0));
+          const scalar_t* row = x_src + j * channels;
+          for (int64_t k = cp[j]; k < cp[j + 1]; ++k) {
+            const int64_t e = ce[k], i = er[e];
+            if (k + kPrefetchAhead < cp[end]) {  // the next edges' row blocks are at random places
+              const int64_t ahead = er[ce[k + kPrefetchAhead]];
+              prefetch_row(coef + ahead * width, width);
+            }
+            edge_gradient<scalar_t, acc_t, kTerm, kMoments, kExtremes, true>(
+                row, kTerm ? term + e * channels : nullptr, coef + i * width,
+                kExtremes ? g.low + i * channels : nullptr, kExtremes ? g.high + i * channels : nullptr,
+                acc.data(), channels);
+          }
+          for (int64_t f = 0; f < channels; ++f) out[j * channels + f] = static_cast<scalar_t>(acc[f]);
+        }
+      });
     });
   });
   return grad;
+}
+
+// The standard deviation of each row from its sum of squared deviations, in
+// one pass (the same formulas as pyg_agg/ops/multi.py, derive_statistics):
+//   var = m2 / max(d, 1);  "pyg": var > eps ? sqrt(var) : 0;  "eps": sqrt(max(var, 0) + eps)
+Tensor segment_std_cpu(const Tensor& m2, const Tensor& counts, double eps, bool pyg_mode) {
+  TORCH_CHECK(m2.dim() == 2 && m2.is_contiguous(), "segment_std: m2 must be a contiguous [N, F] tensor");
+  TORCH_CHECK(counts.dim() == 1 && counts.scalar_type() == at::kLong && counts.numel() == m2.size(0) &&
+                  counts.is_contiguous(),
+              "segment_std: counts must be a contiguous int64 [N] tensor");
+  Tensor out = at::empty_like(m2);
+  const int64_t rows = m2.size(0), channels = m2.size(1);
+  if (out.numel() == 0) return out;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, m2.scalar_type(), "segment_std_cpu", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* in = m2.data_ptr<scalar_t>();
+    const int64_t* d = counts.data_ptr<int64_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    const acc_t e = static_cast<acc_t>(eps);
+    at::parallel_for(0, rows, std::max<int64_t>(1, kGrainWork / std::max<int64_t>(channels, 1)),
+                     [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const acc_t inv = acc_t(1) / static_cast<acc_t>(std::max<int64_t>(d[i], 1));
+        const scalar_t* __restrict__ row = in + i * channels;
+        scalar_t* __restrict__ dst = o + i * channels;
+        for (int64_t f = 0; f < channels; ++f) {
+          const acc_t var = static_cast<acc_t>(row[f]) * inv;
+          dst[f] = static_cast<scalar_t>(pyg_mode ? (var > e ? std::sqrt(var) : acc_t(0))
+                                                  : std::sqrt(std::max(var, acc_t(0)) + e));
+        }
+      }
+    });
+  });
+  return out;
 }
 
 }  // namespace
@@ -370,6 +513,7 @@ TORCH_LIBRARY_IMPL(pyg_agg, CPU, m) {
   m.impl("segment_stats", &segment_stats_cpu);
   m.impl("segment_stats_backward", &segment_stats_backward_cpu);
   m.impl("segment_stats_backward_gather", &segment_stats_backward_gather_cpu);
+  m.impl("segment_std", &segment_std_cpu);
 }
 
 }  // namespace pyg_agg
