@@ -186,7 +186,8 @@ class DegreeScalerAggregation(Aggregation):
                 and any(a in ("mean", "sum", "min", "max") for a in self.aggregators))
 
     def gathered_statistics(self, src: Tensor, ptr: Tensor, col: Tensor,
-                            edge_term: Optional[Tensor], shift: Tensor) -> tuple[Tensor, Tensor]:
+                            edge_term: Optional[Tensor],
+                            shift: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
         r""":meth:`statistics` of the messages
         :math:`x_e = \mathrm{src}[\mathrm{col}_e] + \mathrm{edge\_term}_e +
         \mathrm{shift}_i` of CSR row :math:`i` (``ptr``), without building them.
@@ -194,12 +195,14 @@ class DegreeScalerAggregation(Aggregation):
         A per-row shift moves the mean, min and max by :math:`\mathrm{shift}_i`
         and the sum by :math:`d_i\,\mathrm{shift}_i`, and leaves the spread
         (var, std) alone, so the kernel reduces ``src[col] + edge_term`` in
-        gather form and the shift is added on ``N`` rows. Only when
-        :attr:`gathers`.
+        gather form and the shift is added on ``N`` rows (``None``: no shift).
+        Only when :attr:`gathers`.
         """
         stats = segment_statistics(src, ptr, col, edge_term, stats=self._statistic_names(),
                                    std_mode=self.std_mode, eps=self.eps)
         count = stats.pop("count")
+        if shift is None:
+            return self._stack(stats), count
         # empty rows keep their fill value (0), as in `statistics`
         row_shift = shift.masked_fill((count == 0).unsqueeze(-1), 0.0)
         for name in ("mean", "min", "max"):
