@@ -82,7 +82,7 @@ def multi_aggregate(
         ptr, order = sort_segments(index, n)
         counts = ptr.diff()
         total, m2, low, high, _, _ = native.segment_stats(
-            flat.contiguous(), ptr, order, None, True, moments, extremes)
+            flat.contiguous(), ptr, order, None, True, moments, extremes, native.needs_ties(flat))
     else:
         counts = segment_counts(index, n)
         total, m2, low, high = ReferenceStatistics.apply(flat, index, counts, moments, extremes)
@@ -144,7 +144,8 @@ def segment_statistics(
     if use_native:
         total, m2, low, high, _, _ = native.segment_stats(
             src.contiguous(), ptr, None if col is None else col.long().contiguous(),
-            None if edge_term is None else edge_term.contiguous(), False, moments, extremes)
+            None if edge_term is None else edge_term.contiguous(), False, moments, extremes,
+            native.needs_ties(src, edge_term))
     else:
         values = src if col is None else src.index_select(0, col)
         if edge_term is not None:

@@ -51,9 +51,10 @@ _LIB = torch.library.Library("pyg_agg", "DEF")  # noqa: TOR901 - the schemas liv
 # backward splits its gradient among them). Outputs not asked for (moments,
 # extremes) have shape [0]; empty rows give 0. col_is_permutation says col is injective (an
 # unsorted index's sort order), so the backward scatters without atomics or a sort.
+# The tie counts serve only the min/max backward: ties=False skips them (shape [0]).
 _LIB.define(
     "segment_stats(Tensor src, Tensor ptr, Tensor? col, Tensor? edge_term, "
-    "bool col_is_permutation, bool moments, bool extremes) "
+    "bool col_is_permutation, bool moments, bool extremes, bool ties=True) "
     "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
 # Per-edge gradient [E, F] (rows written at out_index[e] when given, into [M, F]).
@@ -199,7 +200,7 @@ def has_cpu_kernel(tensor: Tensor) -> bool:
 
 # ---------------------------------------------------------------- fake kernels
 @torch.library.register_fake("pyg_agg::segment_stats")
-def _segment_stats_fake(src, ptr, col, edge_term, col_is_permutation, moments, extremes):
+def _segment_stats_fake(src, ptr, col, edge_term, col_is_permutation, moments, extremes, ties=True):
     rows, channels = ptr.shape[0] - 1, src.shape[1]
 
     def full(dtype=src.dtype):
@@ -213,8 +214,8 @@ def _segment_stats_fake(src, ptr, col, edge_term, col_is_permutation, moments, e
         full() if moments else none(),
         full() if extremes else none(),
         full() if extremes else none(),
-        full(torch.int32) if extremes else none(torch.int32),
-        full(torch.int32) if extremes else none(torch.int32),
+        full(torch.int32) if extremes and ties else none(torch.int32),
+        full(torch.int32) if extremes and ties else none(torch.int32),
     )
 
 
@@ -240,7 +241,7 @@ def _segment_stats_backward_gather_fake(grad_sum, grad_m2, grad_min, grad_max, s
 
 # -------------------------------------------------------------------- autograd
 def _setup_context(ctx, inputs, output):
-    src, ptr, col, edge_term, col_is_permutation, _moments, _extremes = inputs
+    src, ptr, col, edge_term, col_is_permutation, _moments, _extremes, _ties = inputs
     total, _m2, low, high, ties_lo, ties_hi = output
     ctx.col_is_permutation = col_is_permutation
     ctx.save_for_backward(src, ptr, col, edge_term, total, low, high, ties_lo, ties_hi)
@@ -256,7 +257,7 @@ def _backward(ctx, grad_sum, grad_m2, grad_min, grad_max, _grad_ties_lo, _grad_t
     src, ptr, col, edge_term, *saved = ctx.saved_tensors
     grads = [_present(g) for g in (grad_sum, grad_m2, grad_min, grad_max)]
     if all(g is None for g in grads):
-        return None, None, None, None, None, None, None
+        return None, None, None, None, None, None, None, None
     grad_src = grad_edge = None
     needs_src, needs_edge = ctx.needs_input_grad[0], ctx.needs_input_grad[3]
     if needs_edge or (needs_src and col is None):
@@ -272,7 +273,7 @@ def _backward(ctx, grad_sum, grad_m2, grad_min, grad_max, _grad_ties_lo, _grad_t
             csc_ptr, csc_edge, edge_row = transpose_csr(ptr, col, src.shape[0])
             grad_src = torch.ops.pyg_agg.segment_stats_backward_gather(
                 *grads, src, ptr, col, edge_term, *saved, csc_ptr, csc_edge, edge_row)
-    return grad_src, None, None, grad_edge if needs_edge else None, None, None, None
+    return grad_src, None, None, grad_edge if needs_edge else None, None, None, None, None
 
 
 torch.library.register_autograd("pyg_agg::segment_stats", _backward, setup_context=_setup_context)
@@ -359,15 +360,23 @@ torch.library.register_autograd("pyg_agg::dynamic_attention", _attention_backwar
 
 def segment_stats(src: Tensor, ptr: Tensor, col: Optional[Tensor] = None,
                   edge_term: Optional[Tensor] = None, col_is_permutation: bool = False,
-                  moments: bool = True, extremes: bool = True) -> tuple[Tensor, ...]:
+                  moments: bool = True, extremes: bool = True,
+                  ties: bool = True) -> tuple[Tensor, ...]:
     """Unchecked call of the native multi-statistic segment reduction.
 
     Callers validate first (see :func:`pyg_agg.ops.segment_statistics`):
     ``src`` ``[M, F]`` floating, ``ptr`` int64 ``[N + 1]``, ``col`` int64
-    ``[E]`` with entries in ``[0, M)``, ``edge_term`` ``[E, F]``.
+    ``[E]`` with entries in ``[0, M)``, ``edge_term`` ``[E, F]``. ``ties=False``
+    skips the tie counts of min/max, which only their backward reads: pass
+    it when no gradient will be taken (see :func:`needs_ties`).
     """
     return torch.ops.pyg_agg.segment_stats(src, ptr, col, edge_term, col_is_permutation,
-                                           moments, extremes)
+                                           moments, extremes, ties)
+
+
+def needs_ties(*inputs: Optional[Tensor]) -> bool:
+    """Whether a backward through ``segment_stats`` of these inputs can happen."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
 
 
 

@@ -145,6 +145,31 @@ def test_native_results_are_bitwise_deterministic():
         assert torch.equal(grad, runs[0][1])
 
 
+def test_forward_without_a_gradient_skips_only_the_tie_counts():
+    import pyg_agg.ops.native as native
+
+    index = hard_graph(num_edges=2_000, hub_degree=500)
+    src = torch.randn(index.numel(), 9)
+    src[3] = src[5]  # ties
+    ptr, order = index_to_ptr(index.sort().values, 60), torch.argsort(index, stable=True)
+    with_ties = native.segment_stats(src, ptr, order, None, True, True, True, True)
+    without = native.segment_stats(src, ptr, order, None, True, True, True, False)
+    for a, b in zip(with_ties[:4], without[:4], strict=True):
+        assert torch.equal(a, b)
+    assert without[4].numel() == 0 and without[5].numel() == 0
+    assert not native.needs_ties(src) and native.needs_ties(src.requires_grad_())
+    with torch.no_grad():
+        assert not native.needs_ties(src)
+    with pytest.raises(RuntimeError, match="needs the tie counts"):
+        torch.ops.pyg_agg.segment_stats_backward(None, None, torch.ones_like(without[2]), None, src, ptr,
+                                                 order, None, without[0], *without[2:], None)
+    # the values without ties, with a gradient afterwards, are the same values
+    out = multi_aggregate(src, index, 60, stats=("min", "max"))
+    with torch.no_grad():
+        plain = multi_aggregate(src, index, 60, stats=("min", "max"))
+    assert all(torch.equal(out[k], plain[k]) for k in out)
+
+
 def test_segment_statistics_validates_its_inputs():
     ptr, col, num_sources = gather_graph()
     src = torch.randn(num_sources, 3)

@@ -180,7 +180,8 @@ def _grid(rows: int, channels: int) -> tuple[int, int]:
 
 
 def segment_stats(src: Tensor, ptr: Tensor, col: Optional[Tensor], edge_term: Optional[Tensor],
-                  col_is_permutation: bool, moments: bool, extremes: bool) -> tuple[Tensor, ...]:
+                  col_is_permutation: bool, moments: bool, extremes: bool,
+                  ties: bool = True) -> tuple[Tensor, ...]:
     rows, channels = ptr.numel() - 1, src.size(1)
     full = src.new_empty(rows, channels)
     none = src.new_empty(0)
@@ -196,6 +197,8 @@ def segment_stats(src: Tensor, ptr: Tensor, col: Optional[Tensor], edge_term: Op
             _or_dummy(lo, total), _or_dummy(hi, total), _or_dummy(tlo, ptr), _or_dummy(thi, ptr),
             channels, HAS_COL=col is not None, HAS_TERM=edge_term is not None, MOMENTS=moments,
             EXTREMES=extremes, ACC=_accumulator(src.dtype), BLOCK_F=_BLOCK_F)
+    if not ties:  # counted anyway (one kernel), returned only when asked for, as on CPU
+        tlo = thi = none.int()
     return total, m2, lo, hi, tlo, thi
 
 

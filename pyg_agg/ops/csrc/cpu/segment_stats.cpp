@@ -102,7 +102,7 @@ struct RowAccumulators {
 // One edge's update of a row's accumulators. Out of line with __restrict__
 // parameters: GCC honours restrict on parameters, and without it the loop is
 // only vectorised behind a runtime alias check that fell back to scalar code.
-template <typename scalar_t, typename acc_t, bool kTerm, bool kMoments, bool kExtremes>
+template <typename scalar_t, typename acc_t, bool kTerm, bool kMoments, bool kExtremes, bool kTies>
 __attribute__((noinline)) void accumulate_edge(
     const scalar_t* __restrict__ row, const scalar_t* __restrict__ term, acc_t* __restrict__ total,
     const acc_t* __restrict__ shift, acc_t* __restrict__ s1, acc_t* __restrict__ s2,
@@ -119,14 +119,17 @@ __attribute__((noinline)) void accumulate_edge(
     }
     if (kExtremes) {
       // A new extreme restarts the tie count, an equal value adds one; a NaN
-      // replaces a number once. Written as int arithmetic, not branches, so
-      // that GCC if-converts and vectorises the loop.
+      // replaces a number once. Selects, not branches (nor int multiplies,
+      // which cost 10 cycles a vector), so that GCC vectorises the loop with
+      // mask blends.
       const acc_t lo = vmin[f], hi = vmax[f];
-      const int32_t x_nan = x != x;
-      const int32_t lower = (x < lo) | (x_nan & (lo == lo));
-      const int32_t higher = (x > hi) | (x_nan & (hi == hi));
-      nmin[f] = lower + (1 - lower) * (nmin[f] + (x == lo));
-      nmax[f] = higher + (1 - higher) * (nmax[f] + (x == hi));
+      const bool x_nan = x != x;
+      const bool lower = (x < lo) | (x_nan & (lo == lo));
+      const bool higher = (x > hi) | (x_nan & (hi == hi));
+      if (kTies) {
+        nmin[f] = lower ? 1 : nmin[f] + static_cast<int32_t>(x == lo);
+        nmax[f] = higher ? 1 : nmax[f] + static_cast<int32_t>(x == hi);
+      }
       vmin[f] = lower ? x : lo;
       vmax[f] = higher ? x : hi;
     }
@@ -135,8 +138,9 @@ __attribute__((noinline)) void accumulate_edge(
 
 // Reduces rows [begin, end). The flags are template parameters so that each
 // inner loop over channels is branch-free and vectorises: comparisons become
-// selects, the tie counts blend in the same lanes as the values.
-template <typename scalar_t, typename acc_t, bool kTerm, bool kMoments, bool kExtremes>
+// selects, the tie counts blend in the same lanes as the values. The tie
+// counts serve only the backward (kTies: asked for when a gradient will be).
+template <typename scalar_t, typename acc_t, bool kTerm, bool kMoments, bool kExtremes, bool kTies>
 void reduce_rows(const EdgeValues<scalar_t>& in, const int64_t* p, int64_t begin, int64_t end,
                  scalar_t* sum_p, scalar_t* m2_p, scalar_t* lo_p, scalar_t* hi_p, int32_t* tlo_p,
                  int32_t* thi_p) {
@@ -158,10 +162,8 @@ void reduce_rows(const EdgeValues<scalar_t>& in, const int64_t* p, int64_t begin
       for (int64_t f = 0; f < channels; ++f) {
         sum_p[out + f] = scalar_t(0);
         if (kMoments) m2_p[out + f] = scalar_t(0);
-        if (kExtremes) {
-          lo_p[out + f] = hi_p[out + f] = scalar_t(0);
-          tlo_p[out + f] = thi_p[out + f] = 0;
-        }
+        if (kExtremes) lo_p[out + f] = hi_p[out + f] = scalar_t(0);
+        if (kTies) tlo_p[out + f] = thi_p[out + f] = 0;
       }
       continue;
     }
@@ -179,7 +181,7 @@ void reduce_rows(const EdgeValues<scalar_t>& in, const int64_t* p, int64_t begin
         }
         continue;
       }
-      accumulate_edge<scalar_t, acc_t, kTerm, kMoments, kExtremes>(row, term, total, shift, s1, s2, vmin, vmax,
+      accumulate_edge<scalar_t, acc_t, kTerm, kMoments, kExtremes, kTies>(row, term, total, shift, s1, s2, vmin, vmax,
                                                                   nmin, nmax, channels);
     }
     const acc_t degree = static_cast<acc_t>(last - first);
@@ -189,6 +191,8 @@ void reduce_rows(const EdgeValues<scalar_t>& in, const int64_t* p, int64_t begin
       if (kExtremes) {
         lo_p[out + f] = static_cast<scalar_t>(vmin[f]);
         hi_p[out + f] = static_cast<scalar_t>(vmax[f]);
+      }
+      if (kTies) {
         tlo_p[out + f] = nmin[f];
         thi_p[out + f] = nmax[f];
       }
@@ -197,17 +201,20 @@ void reduce_rows(const EdgeValues<scalar_t>& in, const int64_t* p, int64_t begin
 }
 
 template <typename scalar_t, typename acc_t, bool kTerm>
-auto pick_reducer(bool moments, bool extremes) {
-  if (moments && extremes) return &reduce_rows<scalar_t, acc_t, kTerm, true, true>;
-  if (moments) return &reduce_rows<scalar_t, acc_t, kTerm, true, false>;
-  if (extremes) return &reduce_rows<scalar_t, acc_t, kTerm, false, true>;
-  return &reduce_rows<scalar_t, acc_t, kTerm, false, false>;
+auto pick_reducer(bool moments, bool extremes, bool ties) {
+  if (moments && extremes && ties) return &reduce_rows<scalar_t, acc_t, kTerm, true, true, true>;
+  if (moments && extremes) return &reduce_rows<scalar_t, acc_t, kTerm, true, true, false>;
+  if (moments) return &reduce_rows<scalar_t, acc_t, kTerm, true, false, false>;
+  if (extremes && ties) return &reduce_rows<scalar_t, acc_t, kTerm, false, true, true>;
+  if (extremes) return &reduce_rows<scalar_t, acc_t, kTerm, false, true, false>;
+  return &reduce_rows<scalar_t, acc_t, kTerm, false, false, false>;
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> segment_stats_cpu(
     const Tensor& src, const Tensor& ptr, const c10::optional<Tensor>& col,
     const c10::optional<Tensor>& edge_term, bool /*col_is_permutation: read by the backward only*/,
-    bool moments, bool extremes) {
+    bool moments, bool extremes, bool ties) {
+  ties = ties && extremes;
   check_inputs(src, ptr, col, edge_term);
   const int64_t rows = ptr.numel() - 1, channels = src.size(1);
   const int64_t edges = col ? col->numel() : (edge_term ? edge_term->size(0) : src.size(0));
@@ -218,22 +225,22 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> segment_stats_cpu(
   Tensor lo = extremes ? at::empty({rows, channels}, opts) : none(opts);
   Tensor hi = extremes ? at::empty({rows, channels}, opts) : none(opts);
   auto iopts = opts.dtype(at::kInt);
-  Tensor ties_lo = extremes ? at::empty({rows, channels}, iopts) : none(iopts);
-  Tensor ties_hi = extremes ? at::empty({rows, channels}, iopts) : none(iopts);
+  Tensor ties_lo = ties ? at::empty({rows, channels}, iopts) : none(iopts);
+  Tensor ties_hi = ties ? at::empty({rows, channels}, iopts) : none(iopts);
   if (rows == 0 || channels == 0) return {sum, m2, lo, hi, ties_lo, ties_hi};
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "segment_stats_cpu", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const auto in = edge_values<scalar_t>(src, col, edge_term);
     const int64_t* p = ptr.data_ptr<int64_t>();
-    const auto reduce = edge_term ? pick_reducer<scalar_t, acc_t, true>(moments, extremes)
-                                  : pick_reducer<scalar_t, acc_t, false>(moments, extremes);
+    const auto reduce = edge_term ? pick_reducer<scalar_t, acc_t, true>(moments, extremes, ties)
+                                  : pick_reducer<scalar_t, acc_t, false>(moments, extremes, ties);
     scalar_t* sum_p = sum.data_ptr<scalar_t>();
     scalar_t* m2_p = moments ? m2.data_ptr<scalar_t>() : nullptr;
     scalar_t* lo_p = extremes ? lo.data_ptr<scalar_t>() : nullptr;
     scalar_t* hi_p = extremes ? hi.data_ptr<scalar_t>() : nullptr;
-    int32_t* tlo_p = extremes ? ties_lo.data_ptr<int32_t>() : nullptr;
-    int32_t* thi_p = extremes ? ties_hi.data_ptr<int32_t>() : nullptr;
+    int32_t* tlo_p = ties ? ties_lo.data_ptr<int32_t>() : nullptr;
+    int32_t* thi_p = ties ? ties_hi.data_ptr<int32_t>() : nullptr;
     at::parallel_for(0, rows, row_grain(rows, edges, channels), [&](int64_t begin, int64_t end) {
       reduce(in, p, begin, end, sum_p, m2_p, lo_p, hi_p, tlo_p, thi_p);
     });
@@ -390,6 +397,8 @@ Tensor segment_stats_backward_cpu(
                                                 : at::empty({out_rows, channels}, src.options());
   const bool moments = grad_m2 && grad_m2->numel() > 0;
   const bool extremes = (grad_min && grad_min->numel() > 0) || (grad_max && grad_max->numel() > 0);
+  TORCH_CHECK(!extremes || ties_lo.numel() > 0,
+              "segment_stats: the min/max gradient needs the tie counts; run the forward with ties=True");
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "segment_stats_backward_cpu", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const auto in = edge_values<scalar_t>(src, col, edge_term);
@@ -428,6 +437,8 @@ Tensor segment_stats_backward_gather_cpu(
   Tensor grad = at::empty({sources, channels}, src.options());
   const bool moments = grad_m2 && grad_m2->numel() > 0;
   const bool extremes = (grad_min && grad_min->numel() > 0) || (grad_max && grad_max->numel() > 0);
+  TORCH_CHECK(!extremes || ties_lo.numel() > 0,
+              "segment_stats: the min/max gradient needs the tie counts; run the forward with ties=True");
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "segment_stats_backward_gather_cpu", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const auto g = stat_gradients<scalar_t>(grad_sum, grad_m2, grad_min, grad_max, sum, low, high, ties_lo,
