@@ -10,7 +10,7 @@ from pyg_agg.ops.backend import (
     use_backend,
 )
 from pyg_agg.ops.checks import check_index, check_ptr, set_validation
-from pyg_agg.ops.graph import CSRGraph, Edges, read_edges, target_csr
+from pyg_agg.ops.graph import CSRGraph, Edges, read_edges, sort_segments, target_csr
 from pyg_agg.ops.lcm_tree import SegmentLayout, TreeLevel, balanced_tree_reduce, tree_level
 from pyg_agg.ops.multi import STATISTICS, multi_aggregate, segment_statistics
 from pyg_agg.ops.native import HAS_NATIVE, HAS_TRITON
@@ -43,6 +43,7 @@ __all__ = [
     "scatter_softmax",
     "segment",
     "segment_counts",
+    "sort_segments",
     "segment_statistics",
     "set_validation",
     "target_csr",

@@ -281,14 +281,10 @@ class PNASimpleConv(nn.Module):
         num_nodes = x.size(0)
         graph = target_csr(read_edges(edge_index, num_nodes, num_nodes))
         stacked, count = self.aggr.gathered_statistics(x, graph.ptr, graph.col, None)
-        # W [s_1 a || s_2 a || s_3 a] (scaler-major, as PyG orders them) = sum_s s (W_s a):
-        # the same FLOPs without the [N, 12 F] scaled copy of the aggregates
-        scales = self.aggr.scales(count, x.dtype)
-        num_scalers = scales.size(1)
-        weight = self.lin.weight.view(self.out_channels, num_scalers, -1).transpose(0, 1)
-        per_scaler = stacked.reshape(num_nodes, -1) @ weight.reshape(-1, weight.size(-1)).T
-        out = (per_scaler.view(num_nodes, num_scalers, -1) * scales.unsqueeze(-1)).sum(1)
-        return out + self.lin.bias
+        # W [s_1 a || s_2 a || s_3 a] (scaler-major, as PyG orders them) = sum_s s (W_s a)
+        weight = self.lin.weight.view(1, self.out_channels, len(PNA_SCALERS), -1).transpose(1, 2)
+        out = self.aggr.scaled_linear(stacked.reshape(num_nodes, 1, -1), count, weight)
+        return out.squeeze(1) + self.lin.bias
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

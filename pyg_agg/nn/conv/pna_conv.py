@@ -326,14 +326,8 @@ class PNAConv(MessagePassing):
         weight, bias = self._tower_weights(self.post_nns, 0)
         num_scalers, f_out = len(self.scalers), self.F_out
         w_aggr = weight[..., f_in:].reshape(towers, f_out, num_scalers, num_aggr * f_in)
-        w_aggr = w_aggr.transpose(1, 2).reshape(towers, num_scalers * f_out, -1)
-        per_scaler = _tower_linear(stacked.reshape(num_nodes, towers, num_aggr * f_in), w_aggr)
-        per_scaler = per_scaler.view(num_nodes, towers, num_scalers, f_out)
-        if self.scalers == ["identity"]:
-            out = per_scaler.squeeze(2)
-        else:
-            scale = self.aggr_module.scales(count, x.dtype).view(num_nodes, 1, num_scalers, 1)
-            out = (per_scaler * scale).sum(dim=2)
+        out = self.aggr_module.scaled_linear(stacked.reshape(num_nodes, towers, num_aggr * f_in),
+                                             count, w_aggr.transpose(1, 2))
         out = out + _tower_linear(x_towers, weight[..., :f_in], bias)
         out = self._run_mlp_tail(out, self.post_nns)
         return self.lin(out.reshape(num_nodes, self.out_channels))

@@ -159,3 +159,30 @@ def test_gather_form_only_where_the_shift_matters():
     assert not DegreeScalerAggregation(["std", "var"], "identity").gathers
     assert not DegreeScalerAggregation(["mean", "moment3"], "identity").gathers
     assert DegreeScalerAggregation(["std", "max"], "identity").gathers
+
+
+@pytest.mark.parametrize("towers", [1, 3])
+def test_scaled_linear_grouped_by_degree_equals_every_scaler_weighted(monkeypatch, towers):
+    import pyg_agg.nn.aggr.degree_scaler as module
+
+    gen = torch.Generator().manual_seed(towers)
+    deg = torch.tensor([3, 5, 2, 4, 0, 0, 0, 1])
+    aggr = DegreeScalerAggregation(["mean", "max"], ["identity", "amplification", "attenuation", "linear"],
+                                   deg, train_norm=True)
+    count = torch.tensor([0, 1, 2, 3, 7])[torch.randint(0, 5, (300,), generator=gen)]
+    stacked = torch.randn(300, towers, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(towers, 4, 5, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    aggr = aggr.double()
+
+    def run():
+        out = aggr.scaled_linear(stacked, count, weight)
+        grads = torch.autograd.grad(out.square().sum(), [stacked, weight, aggr.avg_deg_log, aggr.avg_deg_lin])
+        return out, grads
+
+    grouped = run()  # 5 degrees among 300 nodes: grouped
+    monkeypatch.setattr(module, "_MAX_DEGREE_GROUPS", 0)
+    weighted = run()
+    assert grouped[0].shape == (300, towers, 5)
+    torch.testing.assert_close(grouped[0], weighted[0])
+    for a, b in zip(grouped[1], weighted[1], strict=True):
+        torch.testing.assert_close(a, b)

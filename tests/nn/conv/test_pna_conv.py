@@ -69,6 +69,22 @@ def test_matches_pyg_grid(towers, divide_input, edge_dim, pre_layers, post_layer
                                  edge_attr if edge_dim else None)
 
 
+@pytest.mark.parametrize("towers", [1, 4])
+def test_matches_pyg_on_a_batch_of_few_degrees(towers):
+    # ~300 nodes of in-degree 0-4, like a batch of molecules: the post-layer groups
+    # the nodes by degree (one combined matrix per degree, see scaled_linear)
+    gen = torch.Generator().manual_seed(towers)
+    num_nodes = 300
+    degree = torch.randint(0, 5, (num_nodes,), generator=gen)
+    target = torch.repeat_interleave(torch.arange(num_nodes), degree)
+    edge_index = torch.stack([torch.randint(0, num_nodes, (target.numel(),), generator=gen), target])
+    edge_index = edge_index[:, torch.randperm(target.numel(), generator=gen)]
+    x = torch.randn(num_nodes, 8, generator=gen)
+    reference, ours = pair(8, 8, aggregators=ALL_AGGREGATORS, scalers=ALL_SCALERS,
+                           deg=histogram(edge_index, num_nodes), towers=towers)
+    assert_same_forward_backward(reference, ours, x, edge_index)
+
+
 @pytest.mark.parametrize("aggregator", ALL_AGGREGATORS)
 @pytest.mark.parametrize("towers", [1, 2])
 def test_each_aggregator_alone(aggregator, towers):
