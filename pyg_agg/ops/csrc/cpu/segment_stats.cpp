@@ -136,6 +136,46 @@ __attribute__((noinline)) void accumulate_edge(
   }
 }
 
+// A row's first edge sets its accumulators; its results are written once.
+// Both out of line with __restrict__ parameters, like accumulate_edge: in
+// the row loop the compiler cannot tell the arrays apart and kept these loops
+// scalar, which cost more than the edges themselves on rows of degree ~2.
+template <typename scalar_t, typename acc_t, bool kTerm, bool kMoments, bool kExtremes>
+__attribute__((noinline)) void start_row(
+    const scalar_t* __restrict__ row, const scalar_t* __restrict__ term, acc_t* __restrict__ total,
+    acc_t* __restrict__ shift, acc_t* __restrict__ s1, acc_t* __restrict__ s2, acc_t* __restrict__ vmin,
+    acc_t* __restrict__ vmax, int32_t* __restrict__ nmin, int32_t* __restrict__ nmax, int64_t channels) {
+  for (int64_t f = 0; f < channels; ++f) {
+    acc_t x = static_cast<acc_t>(row[f]);
+    if (kTerm) x += static_cast<acc_t>(term[f]);
+    total[f] = x;
+    if (kMoments) { shift[f] = x; s1[f] = acc_t(0); s2[f] = acc_t(0); }
+    if (kExtremes) { vmin[f] = x; vmax[f] = x; nmin[f] = 1; nmax[f] = 1; }
+  }
+}
+
+template <typename scalar_t, typename acc_t, bool kMoments, bool kExtremes, bool kTies>
+__attribute__((noinline)) void finish_row(
+    const acc_t* __restrict__ total, const acc_t* __restrict__ s1, const acc_t* __restrict__ s2,
+    const acc_t* __restrict__ vmin, const acc_t* __restrict__ vmax, const int32_t* __restrict__ nmin,
+    const int32_t* __restrict__ nmax, acc_t degree, scalar_t* __restrict__ sum_out,
+    scalar_t* __restrict__ m2_out, scalar_t* __restrict__ lo_out, scalar_t* __restrict__ hi_out,
+    int32_t* __restrict__ tlo_out, int32_t* __restrict__ thi_out, int64_t channels) {
+  const acc_t inv_degree = acc_t(1) / degree;
+  for (int64_t f = 0; f < channels; ++f) {
+    sum_out[f] = static_cast<scalar_t>(total[f]);
+    if (kMoments) m2_out[f] = static_cast<scalar_t>(std::max(acc_t(0), s2[f] - s1[f] * s1[f] * inv_degree));
+    if (kExtremes) {
+      lo_out[f] = static_cast<scalar_t>(vmin[f]);
+      hi_out[f] = static_cast<scalar_t>(vmax[f]);
+    }
+    if (kTies) {
+      tlo_out[f] = nmin[f];
+      thi_out[f] = nmax[f];
+    }
+  }
+}
+
 // Reduces rows [begin, end). The flags are template parameters so that each
 // inner loop over channels is branch-free and vectorises: comparisons become
 // selects, the tie counts blend in the same lanes as the values. The tie
@@ -172,31 +212,17 @@ void reduce_rows(const EdgeValues<scalar_t>& in, const int64_t* p, int64_t begin
       const scalar_t* __restrict__ row = in.source_row(e);
       const scalar_t* __restrict__ term = kTerm ? in.edge_term + e * channels : nullptr;
       if (e == first) {  // the first edge initialises every accumulator
-        for (int64_t f = 0; f < channels; ++f) {
-          acc_t x = static_cast<acc_t>(row[f]);
-          if (kTerm) x += static_cast<acc_t>(term[f]);
-          total[f] = x;
-          if (kMoments) { shift[f] = x; s1[f] = acc_t(0); s2[f] = acc_t(0); }
-          if (kExtremes) { vmin[f] = vmax[f] = x; nmin[f] = nmax[f] = 1; }
-        }
+        start_row<scalar_t, acc_t, kTerm, kMoments, kExtremes>(row, term, total, shift, s1, s2, vmin, vmax, nmin,
+                                                               nmax, channels);
         continue;
       }
       accumulate_edge<scalar_t, acc_t, kTerm, kMoments, kExtremes, kTies>(row, term, total, shift, s1, s2, vmin, vmax,
                                                                   nmin, nmax, channels);
     }
-    const acc_t degree = static_cast<acc_t>(last - first);
-    for (int64_t f = 0; f < channels; ++f) {
-      sum_p[out + f] = static_cast<scalar_t>(total[f]);
-      if (kMoments) m2_p[out + f] = static_cast<scalar_t>(std::max(acc_t(0), s2[f] - s1[f] * s1[f] / degree));
-      if (kExtremes) {
-        lo_p[out + f] = static_cast<scalar_t>(vmin[f]);
-        hi_p[out + f] = static_cast<scalar_t>(vmax[f]);
-      }
-      if (kTies) {
-        tlo_p[out + f] = nmin[f];
-        thi_p[out + f] = nmax[f];
-      }
-    }
+    finish_row<scalar_t, acc_t, kMoments, kExtremes, kTies>(
+        total, s1, s2, vmin, vmax, nmin, nmax, static_cast<acc_t>(last - first), sum_p + out,
+        kMoments ? m2_p + out : nullptr, kExtremes ? lo_p + out : nullptr, kExtremes ? hi_p + out : nullptr,
+        kTies ? tlo_p + out : nullptr, kTies ? thi_p + out : nullptr, channels);
   }
 }
 
@@ -293,31 +319,42 @@ inline int64_t coefficient_width(bool moments, bool extremes) {
   return (moments ? 3 : 1) + (extremes ? 2 : 0);
 }
 
+// The coefficients of one row, out of line with __restrict__ parameters (see
+// start_row): `block` holds coefficient_width(...) * channels values.
+template <typename scalar_t, typename acc_t, bool kMoments, bool kExtremes>
+__attribute__((noinline)) void fill_coefficients(
+    const scalar_t* __restrict__ g_sum, const scalar_t* __restrict__ g_m2, const scalar_t* __restrict__ g_min,
+    const scalar_t* __restrict__ g_max, const scalar_t* __restrict__ sum, const int32_t* __restrict__ ties_lo,
+    const int32_t* __restrict__ ties_hi, acc_t inv_degree, acc_t* __restrict__ block, int64_t channels) {
+  acc_t* __restrict__ a = block;
+  acc_t* __restrict__ mean = block + channels;
+  acc_t* __restrict__ b = block + 2 * channels;
+  acc_t* __restrict__ c = block + (kMoments ? 3 : 1) * channels;
+  acc_t* __restrict__ d = c + channels;
+  for (int64_t f = 0; f < channels; ++f) {
+    a[f] = g_sum ? static_cast<acc_t>(g_sum[f]) : acc_t(0);
+    if (kMoments) {
+      mean[f] = static_cast<acc_t>(sum[f]) * inv_degree;
+      b[f] = g_m2 ? acc_t(2) * static_cast<acc_t>(g_m2[f]) : acc_t(0);
+    }
+    if (kExtremes) {  // empty rows have no ties, and no edges to read them
+      const int32_t tl = ties_lo[f], th = ties_hi[f];
+      c[f] = (g_min && tl > 0) ? static_cast<acc_t>(g_min[f]) / static_cast<acc_t>(tl) : acc_t(0);
+      d[f] = (g_max && th > 0) ? static_cast<acc_t>(g_max[f]) / static_cast<acc_t>(th) : acc_t(0);
+    }
+  }
+}
+
 // Fills row i's coefficient block (coefficient_width(...) * channels values).
 template <typename scalar_t, typename acc_t, bool kMoments, bool kExtremes>
-void row_coefficients(const StatGradients<scalar_t>& g, int64_t i, acc_t* __restrict__ block) {
+void row_coefficients(const StatGradients<scalar_t>& g, int64_t i, acc_t* block) {
   const int64_t F = g.channels, k0 = i * F;
   const int64_t degree = g.ptr[i + 1] - g.ptr[i];
   const acc_t inv_degree = degree > 0 ? acc_t(1) / static_cast<acc_t>(degree) : acc_t(0);
-  acc_t* a = block;
-  for (int64_t f = 0; f < F; ++f) a[f] = g.g_sum ? static_cast<acc_t>(g.g_sum[k0 + f]) : acc_t(0);
-  acc_t* next = block + F;
-  if (kMoments) {
-    acc_t *mean = next, *b = next + F;
-    for (int64_t f = 0; f < F; ++f) {
-      mean[f] = static_cast<acc_t>(g.sum[k0 + f]) * inv_degree;
-      b[f] = g.g_m2 ? acc_t(2) * static_cast<acc_t>(g.g_m2[k0 + f]) : acc_t(0);
-    }
-    next += 2 * F;
-  }
-  if (kExtremes) {
-    acc_t *c = next, *d = next + F;
-    for (int64_t f = 0; f < F; ++f) {  // empty rows have no ties, and no edges to read them
-      const int32_t tl = g.ties_lo[k0 + f], th = g.ties_hi[k0 + f];
-      c[f] = (g.g_min && tl > 0) ? static_cast<acc_t>(g.g_min[k0 + f]) / static_cast<acc_t>(tl) : acc_t(0);
-      d[f] = (g.g_max && th > 0) ? static_cast<acc_t>(g.g_max[k0 + f]) / static_cast<acc_t>(th) : acc_t(0);
-    }
-  }
+  auto at_row = [k0](const auto* p) { return p ? p + k0 : p; };
+  fill_coefficients<scalar_t, acc_t, kMoments, kExtremes>(
+      at_row(g.g_sum), at_row(g.g_m2), at_row(g.g_min), at_row(g.g_max), g.sum + k0, at_row(g.ties_lo),
+      at_row(g.ties_hi), inv_degree, block, F);
 }
 
 // acc (+)= the gradient of one edge's values, given its row's coefficients.
