@@ -26,6 +26,13 @@ _MAX_DEGREE_GROUPS = 64
 _MIN_GROUP_ROWS = 16
 
 
+def _tower_matmul(rows: Tensor, matrix: Tensor) -> Tensor:
+    """``[R, T, K] x [T, O, K] -> [R, T, O]``; one plain matmul for one tower."""
+    if matrix.size(0) == 1:
+        return (rows.reshape(rows.size(0), -1) @ matrix[0].T).unsqueeze(1)
+    return torch.einsum("ntk,tok->nto", rows, matrix)
+
+
 def parse_names(value: Union[str, Iterable[str]], known: tuple[str, ...], arg: str) -> list[str]:
     """One name or several, checked against ``known``; errors name the argument ``arg``."""
     names = [value] if isinstance(value, str) else list(value)
@@ -266,7 +273,7 @@ class DegreeScalerAggregation(Aggregation):
                 ptr, perm = sort_segments(group, groups)
                 # split/unbind, not slices: a slice's backward zero-fills a full-size gradient
                 sizes = ptr.diff().tolist()
-                out = torch.cat([torch.einsum("ntk,tok->nto", rows, matrix) for rows, matrix in
+                out = torch.cat([_tower_matmul(rows, matrix) for rows, matrix in
                                  zip(stacked.index_select(0, perm).split(sizes), combined.unbind(0),
                                      strict=True)])
                 return out.new_empty(out.shape).index_copy(0, perm, out)
@@ -285,9 +292,13 @@ class DegreeScalerAggregation(Aggregation):
         # an explicit width: reshape(0, -1) is ambiguous when there are no messages
         width = math.prod(moved.shape[1:])
         stacked, count = self.statistics(moved.reshape(moved.size(0), width), index, n)
-        stacked = stacked.view(n, len(self.aggregators), *moved.shape[1:])
-        scale = self.scales(count, x.dtype).view(n, -1, *([1] * moved.dim()))
-        out = (stacked.unsqueeze(1) * scale).movedim((1, 2), (-3, -2))
+        # s (x) a as a batched matmul with k = 1: the same products, and its
+        # backward sums the gradient over the scalers in one pass, without an
+        # output-sized scaled copy of it
+        scales = self.scales(count, x.dtype)
+        out = torch.bmm(scales.unsqueeze(2), stacked.reshape(n, 1, -1))
+        out = out.view(n, scales.size(1), len(self.aggregators), *moved.shape[1:])
+        out = out.movedim((1, 2), (-3, -2))
         return out.reshape(*out.shape[:-3], -1).movedim(0, dim)
 
     def __repr__(self) -> str:
