@@ -193,8 +193,8 @@ def has_kernels(device_type: str) -> bool:
 
 
 def has_cpu_kernel(tensor: Tensor) -> bool:
-    """Whether the C++ kernels of the CPU-only ops (``segment_std``,
-    ``counting_sort``, no Triton kernel yet) can run on ``tensor``."""
+    """Whether the C++ kernel of a CPU-only op (``segment_std``; no Triton
+    kernel yet) can run on ``tensor``."""
     return HAS_NATIVE and tensor.device.type == "cpu"
 
 
