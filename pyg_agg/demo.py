@@ -185,7 +185,7 @@ def run_pairs(dataset: str, epochs: int, root: Optional[str], seed: int,
 def lcm_batch_dependence(seed: int) -> dict[str, Any]:
     """How much a degree-3 node's LCM output changes when a degree-16 node joins its
     batch: PyG pads every neighbourhood to the batch's largest degree with zeros
-    that enter the learnt operator; ours reduces each neighbourhood exactly."""
+    that enter the learnt operator; ours reduces each neighbourhood by itself (what changes is float rounding)."""
     from torch_geometric.nn.aggr import LCMAggregation as PyGLCMAggregation
 
     from pyg_agg.nn import LCMAggregation

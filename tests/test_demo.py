@@ -22,7 +22,9 @@ def test_a_one_epoch_demo_shows_every_pair_ours_beside_pyg(monkeypatch, tmp_path
         assert row.count("|") == 4 and row.count("x") == 2  # loss, test, time, memory
     assert {r["pair"] for r in result["rows"]} == {p.label for p in demo.PAIRS}
     lcm = next(f for f in result["findings"] if f["finding"] == "lcm_batch_independence")
-    assert lcm["ours"] == 0 and lcm["pyg"] > 0
+    # ours reduces each neighbourhood alone: what is left is float rounding of the
+    # projection's matmul over 3 rows against 19 (the BLAS kernel depends on the shape)
+    assert lcm["ours"] < 1e-6 and lcm["pyg"] > 1e-3
     assert "What PyG's layers cannot do" in demo.report(result)
     assert (out / "demo.json").is_file() and (out / "demo.png").is_file()
 
