@@ -199,10 +199,8 @@ class LCMAggregation(Aggregation):
             chunk_size=self.chunk_size, parameters=self.operator_parameters())
 
     def _project(self, x: Tensor) -> Tensor:
-        """ReLU(W x + b) when ``project``, else ``x``. The ReLU works in place: the
-        linear layer's fresh output is not needed by its backward, and keeping a
-        second ``[E, F]`` copy was a quarter of the aggregation's peak memory."""
-        return x if self.lin is None else self.lin(x).relu_()
+        """ReLU(W x + b) when ``project``, else ``x``."""
+        return x if self.lin is None else self.lin(x).relu()
 
     def operator_parameters(self) -> list[Parameter]:
         """The parameters of the binary operator (not of the projection)."""
