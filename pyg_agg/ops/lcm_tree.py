@@ -152,9 +152,10 @@ def balanced_tree_reduce(
     empty_value: Optional[Tensor] = None,
     chunk_size: Optional[int] = None,
     parameters: Sequence[Tensor] = (),
+    leaf: Optional[Callable[[Tensor], Tensor]] = None,
 ) -> Tensor:
     r"""Reduces the rows of each segment with a balanced binary tree of
-    ``combine`` (:math:`\oplus`):
+    ``combine`` (:math:`\oplus`) over the leaves :math:`e_k = \phi(x_k)`:
 
     .. math::
         T(e_0) = e_0, \qquad
@@ -175,7 +176,10 @@ def balanced_tree_reduce(
 
     Levels with more than ``chunk_size`` pairs are evaluated in chunks
     without keeping the operator's activations, which the backward pass
-    recomputes one chunk at a time (gradient checkpointing).
+    recomputes one chunk at a time (gradient checkpointing). The leaf map
+    :math:`\phi` (e.g. a projection) is applied inside the first level, so
+    :math:`\phi(x)` is never held whole: a chunked first level recomputes it
+    with the operator, and the gradient flows to ``x`` directly.
 
     Args:
         x: ``[E, F]`` the elements.
@@ -189,9 +193,11 @@ def balanced_tree_reduce(
             gradient); zeros when None.
         chunk_size: the most pairs per ``combine`` call before a level is
             chunked and recomputed in backward; None never chunks.
-        parameters: the tensors ``combine`` uses besides its inputs (e.g. its
-            module's parameters). Chunked levels return their gradients only
-            to the tensors listed here.
+        parameters: the tensors ``combine`` and ``leaf`` use besides their
+            inputs (e.g. their modules' parameters). Chunked levels return
+            their gradients only to the tensors listed here.
+        leaf: :math:`\phi`, a row-wise map ``[P, F_in] -> [P, F]`` applied to
+            every element before the tree; the identity when None.
 
     Returns:
         ``[S, F]`` the reduced segments.
@@ -202,15 +208,19 @@ def balanced_tree_reduce(
     if not callable(combine):
         raise TypeError(f"`combine` must be a callable (a, b) -> a ⊕ b, got "
                         f"{type(combine).__name__}")
+    if leaf is not None and not callable(leaf):
+        raise TypeError(f"`leaf` must be a callable x -> φ(x) or None, got {type(leaf).__name__}")
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
         raise ValueError(f"`chunk_size` must be a positive integer or None, got {chunk_size!r}")
     if empty_value is not None and not (
-            isinstance(empty_value, Tensor) and empty_value.shape == x.shape[1:]
+            isinstance(empty_value, Tensor) and empty_value.dim() == 1
+            and (leaf is not None or empty_value.shape == x.shape[1:])
             and empty_value.dtype == x.dtype and empty_value.device == x.device):
         got = (f"{tuple(empty_value.shape)} ({empty_value.dtype} on {empty_value.device})"
                if isinstance(empty_value, Tensor) else type(empty_value).__name__)
-        raise ValueError(f"`empty_value` must be [{x.size(1)}] like a row of `x` ({x.dtype} on "
-                         f"{x.device}), got {got}")
+        width = "[F]" if leaf is not None else f"[{x.size(1)}]"
+        raise ValueError(f"`empty_value` must be {width} like a row of the output ({x.dtype} "
+                         f"on {x.device}), got {got}")
     if ptr is not None:
         num_segments = check_ptr(ptr, x, 0)
         if dim_size is not None and dim_size != num_segments:
@@ -225,49 +235,67 @@ def balanced_tree_reduce(
     else:
         raise ValueError("One of `index` or `ptr` must be given")
 
-    ids, values = _reduce_segments(x, combine, order, counts, chunk_size,
+    ids, values = _reduce_segments(x, combine, leaf, order, counts, chunk_size,
                                    [p for p in parameters if p.requires_grad])
     if empty_value is not None:
+        if empty_value.shape != values.shape[1:]:
+            raise ValueError(f"`empty_value` must be [{values.size(1)}] like a row of the "
+                             f"output, got {tuple(empty_value.shape)}")
         out = empty_value.expand(num_segments, -1)
     else:
-        out = x.new_zeros(num_segments, x.size(1))
+        out = values.new_zeros(num_segments, values.size(1))
     return out.index_copy(0, ids, values)
 
 
 def _reduce_segments(
-    h: Tensor, combine: BinaryOperator, order: Tensor, counts: Tensor,
-    chunk_size: Optional[int], parameters: list[Tensor],
+    h: Tensor, combine: BinaryOperator, leaf: Optional[Callable[[Tensor], Tensor]],
+    order: Tensor, counts: Tensor, chunk_size: Optional[int], parameters: list[Tensor],
 ) -> tuple[Tensor, Tensor]:
     """Reduces every non-empty segment; returns (segment ids, values).
 
     Each level builds ``h = [pair results; carried elements]``. Finished
     segments leave the working set, so the total work is O(E), not
-    O(N * depth).
+    O(N * depth). ``h`` starts as the raw elements. When the first level is
+    chunked, it applies ``leaf`` to the rows it reads; otherwise its autograd
+    stores ``leaf(h)`` anyway, so one call maps every row up front (a node's
+    output then stays bitwise independent of the batch: BLAS rounds the same
+    row differently in matrices of different heights).
     """
+    def identity(rows: Tensor) -> Tensor:
+        return rows
+
+    if leaf is None or chunk_size is None or h.size(0) // 2 <= chunk_size:
+        h = h if leaf is None else leaf(h)
+        leaf = identity
     starts = counts.cumsum(0) - counts
     ids = torch.arange(counts.numel(), device=h.device)
     single = counts == 1
     done_ids = [ids[single]]
-    done_values = [h.index_select(0, order[starts[single]])]
+    done_values = [leaf(h.index_select(0, order[starts[single]]))]
 
     active = counts >= 2
     layout = SegmentLayout(ids[active], order, starts[active], counts[active])
     while layout.ids.numel() > 0:
         level = tree_level_unchecked(layout)
-        pairs = _combine_pairs(h, level.left, level.right, combine, chunk_size, parameters)
+        pairs = _combine_pairs(h, level.left, level.right, combine, leaf, chunk_size,
+                               parameters)
         done_ids.append(level.finished_ids)
         done_values.append(pairs.index_select(0, level.finished_pairs))
-        h = torch.cat([pairs, h.index_select(0, level.carried)])
-        layout = level.next
+        h = torch.cat([pairs, leaf(h.index_select(0, level.carried))])
+        layout, leaf = level.next, identity
     return torch.cat(done_ids), torch.cat(done_values)
 
 
 def _combine_pairs(h: Tensor, left: Tensor, right: Tensor, combine: BinaryOperator,
-                   chunk_size: Optional[int], parameters: list[Tensor]) -> Tensor:
-    """``h[left] ⊕ h[right]``, recomputed in chunks in backward if large."""
+                   leaf: Callable[[Tensor], Tensor], chunk_size: Optional[int],
+                   parameters: list[Tensor]) -> Tensor:
+    """``leaf(h[left]) ⊕ leaf(h[right])``, recomputed in chunks in backward if large."""
+    def combine_leaves(a: Tensor, b: Tensor) -> Tensor:
+        return combine(leaf(a), leaf(b))
+
     if chunk_size is None or left.numel() <= chunk_size:
-        return combine(h.index_select(0, left), h.index_select(0, right))
-    return RecomputedPairs.apply(h, left, right, combine, chunk_size, *parameters)
+        return combine_leaves(h.index_select(0, left), h.index_select(0, right))
+    return RecomputedPairs.apply(h, left, right, combine_leaves, chunk_size, *parameters)
 
 
 class RecomputedPairs(torch.autograd.Function):

@@ -122,6 +122,38 @@ def test_chunked_recomputation_equals_plain_autograd():
         torch.testing.assert_close(chunked, plain, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("chunk_size", [None, 2])
+def test_leaf_gradcheck_to_inputs_and_leaf_parameters(chunk_size):
+    index = torch.tensor([4, 0, 0, 2, 0, 2, 0, 0, 2, 3])  # degrees 6, 0, 3, 1, 1
+    x = torch.randn(10, 2, dtype=torch.double, requires_grad=True)
+    projection = torch.randn(2, 3, dtype=torch.double, requires_grad=True)
+    weight = torch.randn(3, 3, dtype=torch.double, requires_grad=True)
+
+    def reduce(x, projection, weight):
+        return balanced_tree_reduce(x, linear_operator(weight), index, dim_size=6,
+                                    chunk_size=chunk_size, parameters=[weight, projection],
+                                    leaf=lambda rows: torch.sin(rows @ projection))
+
+    assert torch.autograd.gradcheck(reduce, (x, projection, weight), eps=1e-6, atol=1e-5)
+
+
+def test_leaf_inside_a_chunked_first_level_equals_mapping_first():
+    index = random_index(torch.randint(0, 30, (20,), generator=torch.Generator().manual_seed(2)))
+    x = torch.randn(index.numel(), 3, dtype=torch.double, requires_grad=True)
+    projection = torch.randn(3, 5, dtype=torch.double, requires_grad=True)
+    weight = torch.randn(5, 5, dtype=torch.double, requires_grad=True)
+    parameters = [weight, projection]
+    mapped_first = balanced_tree_reduce(torch.tanh(x @ projection), linear_operator(weight),
+                                        index, dim_size=20, chunk_size=7, parameters=parameters)
+    fused = balanced_tree_reduce(x, linear_operator(weight), index, dim_size=20, chunk_size=7,
+                                 parameters=parameters, leaf=lambda rows: torch.tanh(rows @ projection))
+    assert fused.shape == (20, 5)
+    for expected, got in zip(*(torch.autograd.grad(out.square().sum(), [x, *parameters])
+                               for out in (mapped_first, fused)), strict=True):
+        torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(fused, mapped_first)
+
+
 def test_reduce_errors_name_the_argument():
     x, index = torch.randn(3, 4), torch.tensor([0, 1, 1])
     with pytest.raises(ValueError, match="`x`"):
@@ -142,6 +174,11 @@ def test_reduce_errors_name_the_argument():
         balanced_tree_reduce(x, torch.maximum, index, empty_value=torch.zeros(5))
     with pytest.raises(ValueError, match="`empty_value`"):
         balanced_tree_reduce(x, torch.maximum, index, empty_value=torch.zeros(4, dtype=torch.double))
+    with pytest.raises(TypeError, match="`leaf`"):
+        balanced_tree_reduce(x, torch.maximum, index, leaf="relu")
+    with pytest.raises(ValueError, match="`empty_value` must be \\[2\\]"):
+        balanced_tree_reduce(x, torch.maximum, index, empty_value=torch.zeros(4),
+                             leaf=lambda rows: rows[:, :2])
 
 
 def test_tree_level_errors_name_the_field():

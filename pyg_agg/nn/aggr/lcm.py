@@ -192,11 +192,16 @@ class LCMAggregation(Aggregation):
         if x.size(1) != self.in_channels:
             raise ValueError(f"`x` must have {self.in_channels} features (in_channels), "
                              f"got shape {tuple(x.shape)}")
-        x = self._project(x)
+        # The tree projects the rows it reads, so the [E, F_out] projection is
+        # never stored whole (chunked levels recompute it in backward).
+        parameters = self.operator_parameters()
+        if self.lin is not None:
+            parameters += list(self.lin.parameters())
         return balanced_tree_reduce(
             x, self.combine, index, ptr, dim_size,
             empty_value=None if self.identity is None else self.identity.to(x.dtype),
-            chunk_size=self.chunk_size, parameters=self.operator_parameters())
+            chunk_size=self.chunk_size, parameters=parameters,
+            leaf=None if self.lin is None else self._project)
 
     def _project(self, x: Tensor) -> Tensor:
         """ReLU(W x + b) when ``project``, else ``x``."""
