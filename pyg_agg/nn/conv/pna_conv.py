@@ -288,14 +288,23 @@ class PNAConv(MessagePassing):
         x_towers = x.view(num_nodes, towers, f_in) if self.divide_input else x
 
         # First pre-layer W [x_i || x_j || e] + b = (W_i x_i + b') + W_j x_j + W_e e:
-        # the node terms cost N rows instead of E, then one gather each.
+        # the node terms cost N rows instead of E, then one gather each. The
+        # first post-layer's x part W_x x + b is a third map of x: all three
+        # are one matmul, forward and backward.
         weight, bias = self._tower_weights(self.pre_nns, 0)
-        w_target, w_source, w_edge = weight[..., :f_in], weight[..., f_in:2 * f_in], None
+        post_weight, post_bias = self._tower_weights(self.post_nns, 0)
+        w_edge = None
         if edge_attr is not None:
             w_edge = weight[..., 2 * f_in:].reshape(towers * f_in, f_in)
             bias = bias + (w_edge @ self.edge_encoder.bias).view(towers, f_in)
-        target_term = _tower_linear(x_towers, w_target, bias).reshape(num_nodes, width)
-        source_term = _tower_linear(x_towers, w_source).reshape(num_nodes, width)
+        num_scalers, f_out = len(self.scalers), self.F_out
+        node_terms = _tower_linear(
+            x_towers,
+            torch.cat([weight[..., :f_in], weight[..., f_in:2 * f_in], post_weight[..., :f_in]], 1),
+            torch.cat([bias, torch.zeros_like(bias), post_bias], 1))
+        target_term, source_term, post_term = node_terms.split([f_in, f_in, f_out], dim=-1)
+        target_term = target_term.reshape(num_nodes, width)
+        source_term = source_term.reshape(num_nodes, width)
         edge_mask = self._explain_edge_mask(source.numel())
         if len(self.pre_nns[0]) == 1 and self.aggr_module.gathers and edge_mask is None:
             # One linear pre-layer: aggregate W_j x_j + W_e e in gather form over
@@ -323,12 +332,10 @@ class PNAConv(MessagePassing):
 
         # First post-layer on [x || s_1 a || s_2 a || ...], with the scalers s
         # applied after the matmul: W [x || s (x) a] = W_x x + sum_s s (W_s a).
-        weight, bias = self._tower_weights(self.post_nns, 0)
-        num_scalers, f_out = len(self.scalers), self.F_out
-        w_aggr = weight[..., f_in:].reshape(towers, f_out, num_scalers, num_aggr * f_in)
+        w_aggr = post_weight[..., f_in:].reshape(towers, f_out, num_scalers, num_aggr * f_in)
         out = self.aggr_module.scaled_linear(stacked.reshape(num_nodes, towers, num_aggr * f_in),
                                              count, w_aggr.transpose(1, 2))
-        out = out + _tower_linear(x_towers, weight[..., :f_in], bias)
+        out = out + post_term
         out = self._run_mlp_tail(out, self.post_nns)
         return self.lin(out.reshape(num_nodes, self.out_channels))
 
