@@ -189,8 +189,9 @@ def derive_statistics(names: tuple[str, ...], counts: Tensor, total: Tensor, m2:
                       eps: float, native_std: bool = False) -> dict[str, Tensor]:
     """Every statistic of ``names`` from the primitives (count, sum, M, min, max).
 
-    ``native_std``: the native backend's std, one pass over ``M`` on CPU
-    instead of the reference's chain of elementwise ops (same formulas).
+    ``native_std``: the native backend's std, one pass over ``M`` (C++ on CPU,
+    Triton on CUDA) instead of the reference's chain of elementwise ops (same
+    formulas).
     """
     denom = counts.clamp(min=1).to(total.dtype).unsqueeze(-1)
     out: dict[str, Tensor] = {}
@@ -207,7 +208,7 @@ def derive_statistics(names: tuple[str, ...], counts: Tensor, total: Tensor, m2:
             value = low
         elif name == "max":
             value = high
-        elif name == "std" and native_std and native.has_cpu_kernel(m2):
+        elif name == "std" and native_std and native.has_kernels(m2.device.type):
             value = native.segment_std(m2, counts, eps, std_mode == "pyg")
         else:
             var = m2 / denom

@@ -192,10 +192,6 @@ def has_kernels(device_type: str) -> bool:
     return {"cpu": HAS_NATIVE, "cuda": HAS_TRITON}.get(device_type, False)
 
 
-def has_cpu_kernel(tensor: Tensor) -> bool:
-    """Whether the C++ kernel of a CPU-only op (``segment_std``; no Triton
-    kernel yet) can run on ``tensor``."""
-    return HAS_NATIVE and tensor.device.type == "cpu"
 
 
 # ---------------------------------------------------------------- fake kernels
@@ -382,6 +378,6 @@ def needs_ties(*inputs: Optional[Tensor]) -> bool:
 
 def segment_std(m2: Tensor, counts: Tensor, eps: float, pyg_mode: bool) -> Tensor:
     """Unchecked call of the native std from ``m2`` ``[N, F]`` and int64 ``counts``
-    ``[N]``; CPU only (see :func:`has_cpu_kernel`)."""
+    ``[N]`` (where :func:`has_kernels` for their device)."""
     return torch.ops.pyg_agg.segment_std(m2.contiguous(), counts.contiguous(), float(eps), pyg_mode)
 

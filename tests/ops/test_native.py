@@ -256,6 +256,13 @@ def test_triton_kernels_match_cpu_kernels_under_the_interpreter(triton_interpret
                         a = torch.ops.pyg_agg.segment_stats_backward_gather(*g, x, ptr, c, t, *saved, *csc)
                         b = triton_kernels.segment_stats_backward_gather(*g, x, ptr, c, t, *saved, *csc)
                         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+            m2 = torch.rand(n, f, dtype=dtype) * 3
+            m2[0, :3] = torch.tensor([-1e-7, 1e-9, float("nan")], dtype=dtype)
+            counts = torch.randint(0, 4, (n,))               # empty rows too
+            for pyg_mode in (True, False):
+                a = native.segment_std(m2, counts, 1e-5, pyg_mode)
+                b = triton_kernels.segment_std(m2, counts, 1e-5, pyg_mode)
+                assert a.dtype == b.dtype and torch.allclose(a, b, atol=1e-6, equal_nan=True), (a - b).abs().max()
         print("ok")
     """).strip() == "ok"
 

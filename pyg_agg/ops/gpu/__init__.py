@@ -16,7 +16,8 @@ def register_cuda_kernels() -> None:
     from pyg_agg.ops.gpu import dynamic_attention, segment_stats  # imports triton
 
     # each launcher is named after its op
-    ops = {segment_stats: ("segment_stats", "segment_stats_backward", "segment_stats_backward_gather"),
+    ops = {segment_stats: ("segment_stats", "segment_stats_backward", "segment_stats_backward_gather",
+                           "segment_std"),
            dynamic_attention: ("dynamic_attention", "dynamic_attention_backward")}
     if not _registered:
         for kernels, names in ops.items():
