@@ -12,7 +12,7 @@ from pyg_agg.ops.backend import (
 from pyg_agg.ops.checks import check_index, check_ptr, set_validation
 from pyg_agg.ops.graph import CSRGraph, Edges, read_edges, sort_segments, target_csr
 from pyg_agg.ops.lcm_tree import SegmentLayout, TreeLevel, balanced_tree_reduce, tree_level
-from pyg_agg.ops.multi import STATISTICS, multi_aggregate, segment_statistics
+from pyg_agg.ops.multi import STATISTICS, multi_aggregate, segment_statistics, stacked_statistics
 from pyg_agg.ops.native import HAS_NATIVE, HAS_TRITON
 from pyg_agg.ops.scatter import scatter, segment_counts
 from pyg_agg.ops.segment import index_to_ptr, ptr_to_index, segment
@@ -45,6 +45,7 @@ __all__ = [
     "segment_counts",
     "sort_segments",
     "segment_statistics",
+    "stacked_statistics",
     "set_validation",
     "target_csr",
     "tree_level",

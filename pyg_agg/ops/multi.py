@@ -17,6 +17,8 @@ from pyg_agg.ops.scatter import fill_empty, scatter_unchecked, segment_counts
 from pyg_agg.ops.segment import ptr_to_index
 
 STATISTICS = ("count", "sum", "mean", "sumsq", "var", "std", "min", "max")
+# What stacked_statistics stacks; a statistic's position is its code in the native op.
+STACKABLE = ("sum", "mean", "min", "max", "var", "std")
 STD_MODES = ("pyg", "eps")
 _MOMENT_STATS = ("sumsq", "var", "std")
 
@@ -125,6 +127,88 @@ def segment_statistics(
         A dict from statistic name to ``[N, F]`` (``count``: ``[N]``, int64).
     """
     names = _check_arguments(src, stats, std_mode, eps)
+    counts, (total, m2, low, high), use_native = _csr_primitives(src, ptr, col, edge_term, names)
+    return derive_statistics(names, counts, total, m2, low, high, fill_value, std_mode, eps,
+                             native_std=use_native)
+
+
+def stacked_statistics(
+    src: Tensor,
+    ptr: Tensor,
+    col: Optional[Tensor] = None,
+    edge_term: Optional[Tensor] = None,
+    stats: Iterable[str] = ("mean", "min", "max", "std"),
+    shift: Optional[Tensor] = None,
+    std_mode: str = "pyg",
+    eps: float = 1e-5,
+) -> tuple[Tensor, Tensor]:
+    r"""The statistics of a multi-aggregation, stacked: :func:`segment_statistics`
+    in the order of ``stats``, as one ``[N, A, F]`` tensor, of the values
+
+    .. math::
+        x_e = \mathrm{src}[\mathrm{col}_e] + \mathrm{edge\_term}_e
+        + \mathrm{shift}_i \qquad (e \text{ in row } i).
+
+    A per-row shift (e.g. the target's own term of a message ``W_i x_i + W_j
+    x_j``) moves the mean, min and max by :math:`\mathrm{shift}_i`, the sum by
+    :math:`d_i\,\mathrm{shift}_i`, and leaves var and std alone, so the rows
+    are reduced without it and the shift costs ``N`` rows, not ``E``.
+
+    With the native backend the statistics are derived, shifted and stacked
+    in one pass (the ``stack_statistics`` op), and so is their backward,
+    where the reference runs a chain of elementwise ops. Empty rows give 0
+    in every slot.
+
+    Args:
+        src, ptr, col, edge_term, std_mode, eps: As in :func:`segment_statistics`.
+        stats: Some of ``sum, mean, min, max, var, std``, in the order wanted
+            (repeats allowed).
+        shift: ``[N, F]`` added to every value of row ``i``, or None.
+
+    Returns:
+        ``([N, A, F], counts [N] int64)``.
+    """
+    names = _check_arguments(src, stats, std_mode, eps)
+    if isinstance(stats, str) or any(name not in STACKABLE for name in names):
+        raise ValueError(f"`stats` must be a sequence of some of {STACKABLE}, got {stats!r}")
+    counts, (total, m2, low, high), use_native = _csr_primitives(src, ptr, col, edge_term, names)
+    if shift is not None and (not isinstance(shift, Tensor)
+                              or shift.shape != (counts.numel(), src.size(1))):
+        got = tuple(shift.shape) if isinstance(shift, Tensor) else type(shift).__name__
+        raise ValueError(f"`shift` must have shape {(counts.numel(), src.size(1))} (one row per "
+                         f"CSR row), got {got}")
+    if shift is not None:
+        shift = shift.to(src.dtype)
+    if use_native and native.has_kernels(src.device.type):
+        kinds = [STACKABLE.index(name) for name in names]
+        return native.stack_statistics(total, m2, low, high, counts, shift, kinds, eps,
+                                       std_mode == "pyg"), counts
+    return stack_statistics_reference(names, counts, total, m2, low, high, shift, std_mode,
+                                      eps), counts
+
+
+def stack_statistics_reference(names: tuple[str, ...], counts: Tensor, total: Tensor, m2: Tensor,
+                               low: Tensor, high: Tensor, shift: Optional[Tensor],
+                               std_mode: str, eps: float) -> Tensor:
+    """The pure-torch epilogue of :func:`stacked_statistics`: the statistics
+    ``names`` from the primitives, shifted and stacked ``[N, A, F]``."""
+    stats = derive_statistics(tuple(dict.fromkeys(names)), counts, total, m2, low, high, 0.0,
+                              std_mode, eps)
+    if shift is not None:
+        # empty rows keep their fill value (0)
+        row_shift = shift.masked_fill((counts == 0).unsqueeze(-1), 0.0)
+        for name in ("mean", "min", "max"):
+            if name in stats:
+                stats[name] = stats[name] + row_shift
+        if "sum" in stats:
+            stats["sum"] = stats["sum"] + row_shift * counts.unsqueeze(-1).to(shift.dtype)
+    return torch.stack([stats[name] for name in names], dim=1)
+
+
+def _csr_primitives(src: Tensor, ptr: Tensor, col: Optional[Tensor], edge_term: Optional[Tensor],
+                    names: tuple[str, ...]) -> tuple[Tensor, tuple[Tensor, ...], bool]:
+    """Checks the CSR inputs; returns the counts, the primitives ``(sum, M, min,
+    max)`` that ``names`` need (others ``[0]``) and whether the native backend ran."""
     if src.dim() != 2:
         raise ValueError(f"`src` must be two-dimensional [M, F], got shape {tuple(src.shape)}")
     edges = src.size(0)
@@ -152,8 +236,7 @@ def segment_statistics(
             values = values + edge_term
         index = ptr_to_index(ptr, edges)
         total, m2, low, high = ReferenceStatistics.apply(values, index, counts, moments, extremes)
-    return derive_statistics(names, counts, total, m2, low, high, fill_value, std_mode, eps,
-                             native_std=use_native)
+    return counts, (total, m2, low, high), use_native
 
 
 def _check_arguments(src: Tensor, stats: Union[str, Iterable[str]], std_mode: str,

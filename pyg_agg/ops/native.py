@@ -74,6 +74,20 @@ _LIB.define(
 # max(count, 1), then sqrt(var) where var > eps else 0 (pyg_mode, PyG's StdAggregation),
 # or sqrt(relu(var) + eps) (the PNA paper). One pass instead of an elementwise chain.
 _LIB.define("segment_std(Tensor m2, Tensor counts, float eps, bool pyg_mode) -> Tensor")
+# The stacked statistics [N, A, F] of a multi-aggregation from the primitives of
+# segment_stats (see csrc/cpu/stack_statistics.cpp): slot a holds statistic
+# kinds[a] (multi.STACKABLE's codes: sum, mean, min, max, var, std), the values
+# shifted per row by shift (sum by d * shift, var/std not at all); empty rows 0.
+# Primitives no kind reads may be [0].
+_LIB.define(
+    "stack_statistics(Tensor total, Tensor m2, Tensor low, Tensor high, Tensor counts, "
+    "Tensor? shift, int[] kinds, float eps, bool pyg_mode) -> Tensor"
+)
+# Gradients of (total, m2, low, high, shift); [0] where not read (shift: has_shift false).
+_LIB.define(
+    "stack_statistics_backward(Tensor grad, Tensor m2, Tensor counts, int[] kinds, float eps, "
+    "bool pyg_mode, bool has_shift) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"
+)
 # Stable counting sort of a segment index with entries in [0, buckets): returns
 # (ptr [buckets + 1], perm [E]), bucket b's entries in input order being
 # perm[ptr[b]:ptr[b + 1]]. The CSR of an unsorted index in two passes over it.
@@ -299,6 +313,49 @@ torch.library.register_autograd("pyg_agg::segment_std", _segment_std_backward,
                                 setup_context=_segment_std_setup_context)
 
 
+# Kind codes of stack_statistics (multi.STACKABLE's order) and what each reads.
+_READS_TOTAL, _READS_M2, _READS_LOW, _READS_HIGH = (0, 1), (4, 5), (2,), (3,)
+
+
+@torch.library.register_fake("pyg_agg::stack_statistics")
+def _stack_statistics_fake(total, m2, low, high, counts, shift, kinds, eps, pyg_mode):
+    like = next(t for t in (total, m2, low, high) if t.dim() == 2)
+    return like.new_empty((counts.shape[0], len(kinds), like.shape[1]))
+
+
+@torch.library.register_fake("pyg_agg::stack_statistics_backward")
+def _stack_statistics_backward_fake(grad, m2, counts, kinds, eps, pyg_mode, has_shift):
+    rows, channels = grad.shape[0], grad.shape[2]
+
+    def made(codes):
+        shape = (rows, channels) if any(k in codes for k in kinds) else (0,)
+        return grad.new_empty(shape)
+
+    shifted = has_shift and any(k in (0, 1, 2, 3) for k in kinds)
+    return (made(_READS_TOTAL), made(_READS_M2), made(_READS_LOW), made(_READS_HIGH),
+            grad.new_empty((rows, channels) if shifted else (0,)))
+
+
+def _stack_setup_context(ctx, inputs, output):
+    _total, m2, _low, _high, counts, shift, kinds, eps, pyg_mode = inputs
+    ctx.kinds, ctx.eps, ctx.pyg_mode, ctx.has_shift = kinds, eps, pyg_mode, shift is not None
+    ctx.save_for_backward(m2, counts)
+
+
+def _stack_backward(ctx, grad):
+    m2, counts = ctx.saved_tensors
+    grads = torch.ops.pyg_agg.stack_statistics_backward(grad, m2, counts, ctx.kinds, ctx.eps,
+                                                         ctx.pyg_mode, ctx.has_shift)
+    g_total, g_m2, g_low, g_high, g_shift = (
+        g if needed and g.numel() > 0 else None
+        for g, needed in zip(grads, (ctx.needs_input_grad[i] for i in (0, 1, 2, 3, 5)), strict=True))
+    return g_total, g_m2, g_low, g_high, None, g_shift, None, None, None
+
+
+torch.library.register_autograd("pyg_agg::stack_statistics", _stack_backward,
+                                setup_context=_stack_setup_context)
+
+
 @torch.library.register_fake("pyg_agg::counting_sort")
 def _counting_sort_fake(index, buckets):
     return index.new_empty((buckets + 1,)), torch.empty_like(index)
@@ -374,6 +431,17 @@ def needs_ties(*inputs: Optional[Tensor]) -> bool:
     """Whether a backward through ``segment_stats`` of these inputs can happen."""
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
 
+
+
+def stack_statistics(total: Tensor, m2: Tensor, low: Tensor, high: Tensor, counts: Tensor,
+                     shift: Optional[Tensor], kinds: list[int], eps: float,
+                     pyg_mode: bool) -> Tensor:
+    """Unchecked call of the native epilogue: the statistics ``kinds`` stacked as
+    ``[N, A, F]`` from the primitives of :func:`segment_stats` and int64
+    ``counts`` (see :func:`pyg_agg.ops.stacked_statistics`)."""
+    return torch.ops.pyg_agg.stack_statistics(total, m2, low, high, counts.contiguous(),
+                                              None if shift is None else shift.contiguous(),
+                                              kinds, float(eps), pyg_mode)
 
 
 def segment_std(m2: Tensor, counts: Tensor, eps: float, pyg_mode: bool) -> Tensor:

@@ -13,6 +13,7 @@ from pyg_agg.ops import (
     index_to_ptr,
     multi_aggregate,
     segment_statistics,
+    stacked_statistics,
     use_backend,
 )
 
@@ -170,6 +171,85 @@ def test_forward_without_a_gradient_skips_only_the_tie_counts():
     assert all(torch.equal(out[k], plain[k]) for k in out)
 
 
+STACKS = [("mean", "min", "max", "std"), ("sum", "var", "std", "mean", "sum"), ("max",)]
+
+
+@pytest.mark.parametrize("backend", ["native", "torch"])
+@pytest.mark.parametrize("stats", STACKS)
+@pytest.mark.parametrize("std_mode", ["pyg", "eps"])
+def test_stacked_statistics_gradcheck(backend, stats, std_mode):
+    ptr, col, num_sources = gather_graph()  # rows 10 and 11 are empty
+    src = torch.randn(num_sources, 3, dtype=torch.double, requires_grad=True)
+    term = torch.randn(col.numel(), 3, dtype=torch.double, requires_grad=True)
+    shift = torch.randn(ptr.numel() - 1, 3, dtype=torch.double, requires_grad=True)
+
+    def run(src, term, shift):
+        return stacked_statistics(src, ptr, col, term, stats, shift, std_mode)[0]
+
+    with use_backend(backend):
+        assert torch.autograd.gradcheck(run, (src, term, shift))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("std_mode", ["pyg", "eps"])
+def test_stacked_statistics_native_equals_reference_and_the_shifted_messages(dtype, std_mode):
+    ptr, col, num_sources = gather_graph()
+    stats = ("sum", "mean", "min", "max", "var", "std")
+    src = torch.randn(num_sources, 5).to(dtype)
+    shift = torch.randn(ptr.numel() - 1, 5).to(dtype)
+    results = {}
+    # the reference in float64 is the truth: in bfloat16 it rounds after every op
+    for backend, as_type in (("native", dtype), ("torch", torch.float64)):
+        x, s = (t.detach().to(as_type).requires_grad_() for t in (src, shift))
+        with use_backend(backend):
+            out, counts = stacked_statistics(x, ptr, col, None, stats, s, std_mode)
+        out.double().square().sum().backward()
+        results[backend] = (out, x.grad, s.grad)
+    tolerance = TOLERANCE[dtype]
+    # bfloat16 gradients are compared through the outputs only: its rounding makes
+    # ties of min/max that float64 does not have, which move whole gradient shares
+    compared = 1 if dtype == torch.bfloat16 else 3
+    for native_value, reference in list(zip(*results.values(), strict=True))[:compared]:
+        torch.testing.assert_close(native_value.double(), reference, atol=tolerance, rtol=tolerance)
+    # the statistics of the shifted messages themselves (empty rows stay 0)
+    row = torch.repeat_interleave(torch.arange(ptr.numel() - 1), counts)
+    messages = src[col] + shift[row]
+    with use_backend("torch"):
+        plain = segment_statistics(messages, ptr, stats=stats, std_mode=std_mode)
+    for slot, name in enumerate(stats):
+        torch.testing.assert_close(results["native"][0][:, slot], plain[name], atol=4 * tolerance,
+                                   rtol=4 * tolerance, msg=name)
+
+
+def test_stacked_statistics_without_grad_and_in_a_compiled_graph():
+    ptr, col, num_sources = gather_graph()
+    src, shift = torch.randn(num_sources, 4), torch.randn(ptr.numel() - 1, 4)
+
+    def run(src, shift):
+        return stacked_statistics(src, ptr, col, None, ("mean", "std", "max"), shift)[0]
+
+    with use_backend("native"):
+        eager = run(src, shift)
+        with torch.no_grad():
+            assert torch.equal(run(src, shift), eager)
+        torch._dynamo.reset()
+        compiled = torch.compile(run, backend="aot_eager", fullgraph=True)
+        torch.testing.assert_close(compiled(src, shift), eager)
+
+
+def test_stacked_statistics_validates_its_inputs():
+    ptr, col, num_sources = gather_graph()
+    src = torch.randn(num_sources, 3)
+    with pytest.raises(ValueError, match="`stats` must be a sequence of some of"):
+        stacked_statistics(src, ptr, col, stats=("mean", "count"))
+    with pytest.raises(ValueError, match="`stats` must be a sequence of some of"):
+        stacked_statistics(src, ptr, col, stats="mean")
+    with pytest.raises(ValueError, match="`shift` must have shape"):
+        stacked_statistics(src, ptr, col, shift=torch.randn(3, 3))
+    with pytest.raises(ValueError, match="`col` contains"):
+        stacked_statistics(src, ptr, col + num_sources)
+
+
 def test_segment_statistics_validates_its_inputs():
     ptr, col, num_sources = gather_graph()
     src = torch.randn(num_sources, 3)
@@ -227,6 +307,7 @@ def test_triton_kernels_match_cpu_kernels_under_the_interpreter(triton_interpret
         import torch
         import pyg_agg.ops.native as native
         from pyg_agg.ops.gpu import segment_stats as triton_kernels
+        from pyg_agg.ops.gpu import stack_statistics as stack_kernels
         from pyg_agg.ops import index_to_ptr
         from pyg_agg.ops.graph import transpose_csr
 
@@ -256,6 +337,22 @@ def test_triton_kernels_match_cpu_kernels_under_the_interpreter(triton_interpret
                         a = torch.ops.pyg_agg.segment_stats_backward_gather(*g, x, ptr, c, t, *saved, *csc)
                         b = triton_kernels.segment_stats_backward_gather(*g, x, ptr, c, t, *saved, *csc)
                         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+            # the epilogue: every kind, repeats, with and without a shift, empty rows
+            shift, none = torch.randn(n, f, dtype=dtype), src.new_empty(0)
+            cpu = native.segment_stats(src, ptr, col, term)
+            for kinds in ([1, 2, 3, 5], [0, 4, 5, 1, 0], [3]):
+                prims = [cpu[0] if {0, 1} & set(kinds) else none, cpu[1] if {4, 5} & set(kinds) else none,
+                         cpu[2] if 2 in kinds else none, cpu[3] if 3 in kinds else none]
+                for sh in (shift, None):
+                    for pyg_mode in (True, False):
+                        a = native.stack_statistics(*prims, ptr.diff(), sh, kinds, 1e-5, pyg_mode)
+                        b = stack_kernels.stack_statistics(*prims, ptr.diff(), sh, kinds, 1e-5, pyg_mode)
+                        assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+                        g = torch.randn(n, len(kinds), f, dtype=dtype)
+                        args = (g, prims[1], ptr.diff(), kinds, 1e-5, pyg_mode, sh is not None)
+                        for a, b in zip(torch.ops.pyg_agg.stack_statistics_backward(*args),
+                                        stack_kernels.stack_statistics_backward(*args)):
+                            assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
             m2 = torch.rand(n, f, dtype=dtype) * 3
             m2[0, :3] = torch.tensor([-1e-7, 1e-9, float("nan")], dtype=dtype)
             counts = torch.randint(0, 4, (n,))               # empty rows too

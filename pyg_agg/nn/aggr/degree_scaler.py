@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from torch_geometric.nn.aggr import Aggregation
 
-from pyg_agg.ops import check_index, multi_aggregate, segment_statistics, sort_segments
+from pyg_agg.ops import check_index, multi_aggregate, sort_segments, stacked_statistics
 
 AGGREGATORS = ("mean", "sum", "min", "max", "var", "std", "moment3", "moment4", "moment5")
 SCALERS = ("identity", "amplification", "attenuation", "linear", "inverse_linear")
@@ -201,27 +201,13 @@ class DegreeScalerAggregation(Aggregation):
                             shift: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
         r""":meth:`statistics` of the messages
         :math:`x_e = \mathrm{src}[\mathrm{col}_e] + \mathrm{edge\_term}_e +
-        \mathrm{shift}_i` of CSR row :math:`i` (``ptr``), without building them.
-
-        A per-row shift moves the mean, min and max by :math:`\mathrm{shift}_i`
-        and the sum by :math:`d_i\,\mathrm{shift}_i`, and leaves the spread
-        (var, std) alone, so the kernel reduces ``src[col] + edge_term`` in
-        gather form and the shift is added on ``N`` rows (``None``: no shift).
+        \mathrm{shift}_i` of CSR row :math:`i` (``ptr``), without building them
+        (:func:`pyg_agg.ops.stacked_statistics`; ``None``: no term, no shift).
         Only when :attr:`gathers`.
         """
-        stats = segment_statistics(src, ptr, col, edge_term, stats=self._statistic_names(),
-                                   std_mode=self.std_mode, eps=self.eps)
-        count = stats.pop("count")
-        if shift is None:
-            return self._stack(stats), count
-        # empty rows keep their fill value (0), as in `statistics`
-        row_shift = shift.masked_fill((count == 0).unsqueeze(-1), 0.0)
-        for name in ("mean", "min", "max"):
-            if name in stats:
-                stats[name] = stats[name] + row_shift
-        if "sum" in stats:
-            stats["sum"] = stats["sum"] + row_shift * count.unsqueeze(-1).to(shift.dtype)
-        return self._stack(stats), count
+        return stacked_statistics(src, ptr, col, edge_term,
+                                  stats=[_BASE_STAT[a] for a in self.aggregators], shift=shift,
+                                  std_mode=self.std_mode, eps=self.eps)
 
     def _statistic_names(self) -> tuple[str, ...]:
         return tuple(sorted({_BASE_STAT[a] for a in self.aggregators})) + ("count",)

@@ -13,11 +13,12 @@ def register_cuda_kernels() -> None:
         ImportError: Triton is not installed.
     """
     global _registered
-    from pyg_agg.ops.gpu import dynamic_attention, segment_stats  # imports triton
+    from pyg_agg.ops.gpu import dynamic_attention, segment_stats, stack_statistics  # imports triton
 
     # each launcher is named after its op
     ops = {segment_stats: ("segment_stats", "segment_stats_backward", "segment_stats_backward_gather",
                            "segment_std"),
+           stack_statistics: ("stack_statistics", "stack_statistics_backward"),
            dynamic_attention: ("dynamic_attention", "dynamic_attention_backward")}
     if not _registered:
         for kernels, names in ops.items():
