@@ -19,6 +19,12 @@ PYG_AGG_BACKEND=native PYG_AGG_TEST_DEVICE=cuda timeout 150 python3 -m pytest -q
     --durations=5 tests/ops/test_attention.py tests/nn/conv/test_gatv2_conv.py > "$OUT/attention_cuda.log" 2>&1
 echo "attention tests (native backend) rc $?"
 tail -30 "$OUT/attention_cuda.log" | cut -c1-300
+# The Triton statistics kernels (segment_stats, stack_statistics, segment_std) the same way,
+# through the PNA layers
+PYG_AGG_BACKEND=native PYG_AGG_TEST_DEVICE=cuda timeout 150 python3 -m pytest -q -p no:cacheprovider \
+    --durations=5 tests/nn/conv/test_pna_conv.py tests/nn/aggr/test_degree_scaler.py > "$OUT/statistics_cuda.log" 2>&1
+echo "statistics tests (native backend) rc $?"
+tail -30 "$OUT/statistics_cuda.log" | cut -c1-300
 cd benchmarks
 run_bench() {  # LIMIT_S SCRIPT [ARGS...]
     local limit=$1 name=$2
@@ -32,4 +38,5 @@ run_bench 45 bench_ops --repeat 10
 run_bench 70 bench_gatv2
 PYG_AGG_BACKEND=native run_bench 70 bench_gatv2  # GATv2 on the Triton attention kernels
 run_bench 70 bench_pna
+PYG_AGG_BACKEND=native run_bench 70 bench_pna  # PNA on the Triton statistics kernels
 run_bench 40 bench_degree_scaler
