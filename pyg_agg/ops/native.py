@@ -206,8 +206,6 @@ def has_kernels(device_type: str) -> bool:
     return {"cpu": HAS_NATIVE, "cuda": HAS_TRITON}.get(device_type, False)
 
 
-
-
 # ---------------------------------------------------------------- fake kernels
 @torch.library.register_fake("pyg_agg::segment_stats")
 def _segment_stats_fake(src, ptr, col, edge_term, col_is_permutation, moments, extremes, ties=True):
@@ -313,8 +311,10 @@ torch.library.register_autograd("pyg_agg::segment_std", _segment_std_backward,
                                 setup_context=_segment_std_setup_context)
 
 
-# Kind codes of stack_statistics (multi.STACKABLE's order) and what each reads.
+# The kind codes (multi.STACKABLE's order) that read each primitive, and those
+# the shift moves.
 _READS_TOTAL, _READS_M2, _READS_LOW, _READS_HIGH = (0, 1), (4, 5), (2,), (3,)
+_SHIFTED = (0, 1, 2, 3)
 
 
 @torch.library.register_fake("pyg_agg::stack_statistics")
@@ -331,7 +331,7 @@ def _stack_statistics_backward_fake(grad, m2, counts, kinds, eps, pyg_mode, has_
         shape = (rows, channels) if any(k in codes for k in kinds) else (0,)
         return grad.new_empty(shape)
 
-    shifted = has_shift and any(k in (0, 1, 2, 3) for k in kinds)
+    shifted = has_shift and any(k in _SHIFTED for k in kinds)
     return (made(_READS_TOTAL), made(_READS_M2), made(_READS_LOW), made(_READS_HIGH),
             grad.new_empty((rows, channels) if shifted else (0,)))
 
@@ -430,7 +430,6 @@ def segment_stats(src: Tensor, ptr: Tensor, col: Optional[Tensor] = None,
 def needs_ties(*inputs: Optional[Tensor]) -> bool:
     """Whether a backward through ``segment_stats`` of these inputs can happen."""
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
-
 
 
 def stack_statistics(total: Tensor, m2: Tensor, low: Tensor, high: Tensor, counts: Tensor,
