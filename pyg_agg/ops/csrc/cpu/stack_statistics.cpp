@@ -36,38 +36,53 @@ scalar_t* data_or_null(const Tensor& t) {
   return t.numel() > 0 ? t.data_ptr<scalar_t>() : nullptr;
 }
 
-// One slot of one row. Out of line with __restrict__ parameters, so that the
-// channel loops vectorise.
-template <typename scalar_t, typename acc_t>
+// One slot of one row. Out of line with __restrict__ parameters and the shift
+// as a template flag, so that every channel loop vectorises.
+template <typename scalar_t, typename acc_t, bool kShift>
 __attribute__((noinline)) void forward_slot(
     int64_t kind, const scalar_t* __restrict__ total, const scalar_t* __restrict__ m2,
     const scalar_t* __restrict__ low, const scalar_t* __restrict__ high, const scalar_t* __restrict__ shift,
     acc_t degree, acc_t eps, bool pyg_mode, scalar_t* __restrict__ out, int64_t channels) {
   const acc_t inv = acc_t(1) / degree;
-  auto shifted = [&](int64_t f) { return shift ? static_cast<acc_t>(shift[f]) : acc_t(0); };
   switch (kind) {
     case kSum:
-      for (int64_t f = 0; f < channels; ++f)
-        out[f] = static_cast<scalar_t>(static_cast<acc_t>(total[f]) + degree * shifted(f));
+      for (int64_t f = 0; f < channels; ++f) {
+        acc_t v = static_cast<acc_t>(total[f]);
+        if (kShift) v += degree * static_cast<acc_t>(shift[f]);
+        out[f] = static_cast<scalar_t>(v);
+      }
       break;
     case kMean:
-      for (int64_t f = 0; f < channels; ++f)
-        out[f] = static_cast<scalar_t>(static_cast<acc_t>(total[f]) * inv + shifted(f));
+      for (int64_t f = 0; f < channels; ++f) {
+        acc_t v = static_cast<acc_t>(total[f]) * inv;
+        if (kShift) v += static_cast<acc_t>(shift[f]);
+        out[f] = static_cast<scalar_t>(v);
+      }
       break;
     case kMin:
-      for (int64_t f = 0; f < channels; ++f) out[f] = static_cast<scalar_t>(static_cast<acc_t>(low[f]) + shifted(f));
+    case kMax: {
+      const scalar_t* __restrict__ extreme = kind == kMin ? low : high;
+      for (int64_t f = 0; f < channels; ++f) {
+        acc_t v = static_cast<acc_t>(extreme[f]);
+        if (kShift) v += static_cast<acc_t>(shift[f]);
+        out[f] = static_cast<scalar_t>(v);
+      }
       break;
-    case kMax:
-      for (int64_t f = 0; f < channels; ++f) out[f] = static_cast<scalar_t>(static_cast<acc_t>(high[f]) + shifted(f));
-      break;
+    }
     case kVar:
       for (int64_t f = 0; f < channels; ++f) out[f] = static_cast<scalar_t>(static_cast<acc_t>(m2[f]) * inv);
       break;
     default:  // kStd
-      for (int64_t f = 0; f < channels; ++f) {
-        const acc_t var = static_cast<acc_t>(m2[f]) * inv;
-        out[f] = static_cast<scalar_t>(pyg_mode ? (var > eps ? std::sqrt(var) : acc_t(0))
-                                                : std::sqrt(std::max(var, acc_t(0)) + eps));
+      if (pyg_mode) {
+        for (int64_t f = 0; f < channels; ++f) {
+          const acc_t var = static_cast<acc_t>(m2[f]) * inv;
+          out[f] = static_cast<scalar_t>(var > eps ? std::sqrt(var) : acc_t(0));
+        }
+      } else {
+        for (int64_t f = 0; f < channels; ++f) {
+          const acc_t var = static_cast<acc_t>(m2[f]) * inv;
+          out[f] = static_cast<scalar_t>(std::sqrt(std::max(var, acc_t(0)) + eps));
+        }
       }
   }
 }
@@ -128,8 +143,9 @@ Tensor stack_statistics_cpu(const Tensor& total, const Tensor& m2, const Tensor&
         const int64_t k = i * channels;
         auto at_row = [k](const scalar_t* p) { return p ? p + k : p; };
         for (int64_t a = 0; a < slots; ++a) {
-          forward_slot<scalar_t, acc_t>(kinds[a], at_row(t), at_row(m), at_row(lo), at_row(hi), at_row(s),
-                                        static_cast<acc_t>(d[i]), e, pyg_mode, row_out + a * channels, channels);
+          auto slot = s ? forward_slot<scalar_t, acc_t, true> : forward_slot<scalar_t, acc_t, false>;
+          slot(kinds[a], at_row(t), at_row(m), at_row(lo), at_row(hi), at_row(s), static_cast<acc_t>(d[i]), e,
+               pyg_mode, row_out + a * channels, channels);
         }
       }
     });
@@ -138,8 +154,9 @@ Tensor stack_statistics_cpu(const Tensor& total, const Tensor& m2, const Tensor&
 }
 
 // The gradient of one slot added into the primitives' gradient rows (null
-// where the slot does not read that primitive or no gradient is wanted).
-template <typename scalar_t, typename acc_t>
+// where the slot does not read that primitive); the shift's gradient as a
+// template flag, so that every channel loop vectorises.
+template <typename scalar_t, typename acc_t, bool kShift>
 __attribute__((noinline)) void backward_slot(
     int64_t kind, const scalar_t* __restrict__ grad, const scalar_t* __restrict__ m2, acc_t degree, acc_t eps,
     bool pyg_mode, acc_t* __restrict__ g_total, acc_t* __restrict__ g_m2, acc_t* __restrict__ g_low,
@@ -147,26 +164,22 @@ __attribute__((noinline)) void backward_slot(
   const acc_t inv = acc_t(1) / degree;
   switch (kind) {
     case kSum:
+    case kMean: {
+      const acc_t scale = kind == kSum ? acc_t(1) : inv, shift_scale = kind == kSum ? degree : acc_t(1);
       for (int64_t f = 0; f < channels; ++f) {
         const acc_t g = static_cast<acc_t>(grad[f]);
-        g_total[f] += g;
-        if (g_shift) g_shift[f] += degree * g;
+        g_total[f] += g * scale;
+        if (kShift) g_shift[f] += g * shift_scale;
       }
       break;
-    case kMean:
-      for (int64_t f = 0; f < channels; ++f) {
-        const acc_t g = static_cast<acc_t>(grad[f]);
-        g_total[f] += g * inv;
-        if (g_shift) g_shift[f] += g;
-      }
-      break;
+    }
     case kMin:
     case kMax: {
       acc_t* __restrict__ g_extreme = kind == kMin ? g_low : g_high;
       for (int64_t f = 0; f < channels; ++f) {
         const acc_t g = static_cast<acc_t>(grad[f]);
         g_extreme[f] += g;
-        if (g_shift) g_shift[f] += g;
+        if (kShift) g_shift[f] += g;
       }
       break;
     }
@@ -177,7 +190,7 @@ __attribute__((noinline)) void backward_slot(
       for (int64_t f = 0; f < channels; ++f) {
         const acc_t var = static_cast<acc_t>(m2[f]) * inv;
         const bool live = pyg_mode ? var > eps : var > acc_t(0);
-        const acc_t std = pyg_mode ? std::sqrt(var) : std::sqrt(std::max(var, acc_t(0)) + eps);
+        const acc_t std = std::sqrt(pyg_mode ? var : std::max(var, acc_t(0)) + eps);
         g_m2[f] += live ? static_cast<acc_t>(grad[f]) * acc_t(0.5) / (std * degree) : acc_t(0);
       }
   }
@@ -217,10 +230,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> stack_statistics_backward_cpu
         std::fill(acc.begin(), acc.end(), acc_t(0));
         if (d[i] > 0) {  // an empty row's slots are constants: zero gradients
           for (int64_t a = 0; a < slots; ++a) {
-            backward_slot<scalar_t, acc_t>(kinds[a], gin + (i * slots + a) * channels,
-                                           m ? m + i * channels : nullptr, static_cast<acc_t>(d[i]), e, pyg_mode,
-                                           rows_acc[0], rows_acc[1], rows_acc[2], rows_acc[3], rows_acc[4],
-                                           channels);
+            auto slot = rows_acc[4] ? backward_slot<scalar_t, acc_t, true> : backward_slot<scalar_t, acc_t, false>;
+            slot(kinds[a], gin + (i * slots + a) * channels, m ? m + i * channels : nullptr,
+                 static_cast<acc_t>(d[i]), e, pyg_mode, rows_acc[0], rows_acc[1], rows_acc[2], rows_acc[3],
+                 rows_acc[4], channels);
           }
         }
         for (int p = 0; p < 5; ++p) {
