@@ -166,6 +166,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     overrides = {key: tuple(value) for key, value in
                  (("models", args.models), ("datasets", args.datasets), ("depths", args.depths))
                  if value}
+    if args.patience is not None:
+        if args.patience < 1:
+            raise ValueError(f"--patience must be a positive integer, got {args.patience}")
+        overrides["patience"] = args.patience
     settings = replace(BUDGETS[args.budget], seed=args.seed, **overrides)
     if min(settings.depths) < 1:
         raise ValueError(f"--depths must be positive integers, got {list(settings.depths)}")
@@ -198,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the datasets to run (default: both)")
     parser.add_argument("--depths", type=int, nargs="+", default=None,
                         help="numbers of GCN layers (default: 2 8 32 64)")
+    parser.add_argument("--patience", type=int, default=None,
+                        help="epochs to go on after the selected one (default: the budget's, "
+                             "100 for the full protocol); not the protocol when changed")
     parser.add_argument("--root", default=None,
                         help="data root with planetoid/Cora and planetoid/CiteSeer "
                              "(default $PYG_AGG_DATA, then ./datasets)")

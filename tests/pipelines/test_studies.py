@@ -225,6 +225,7 @@ def test_tu_resume_refuses_another_readout_lr_in_one_line(tmp_path, shared_data)
     ("histograph_tu", ["--readout-lr", "0"], "--readout-lr must be positive, got 0.0"),
     ("histograph_deep_gcn", ["--depths", "0", "2"],
      r"--depths must be positive integers, got \[0, 2\]"),
+    ("histograph_deep_gcn", ["--patience", "0"], "--patience must be a positive integer, got 0"),
 ])
 def test_histograph_bad_options_are_named_before_any_run(name, argv, match, tmp_path):
     with pytest.raises(ValueError, match=match):
@@ -239,6 +240,16 @@ def test_deep_gcn_stops_patience_epochs_after_the_selected_one(tmp_path, shared_
     for depth in ("2", "3"):
         for seed in results["details"]["GCN"]["Cora"][depth]["seeds"]:
             assert seed["trained_epochs"] == min(seed["epoch"] + 1, 3)
+
+
+def test_deep_gcn_patience_option_is_a_recorded_setting(tmp_path, shared_data, cache_dir):
+    # small budget with patience 2 instead of 1: at most 3 epochs, so every unit runs all 3
+    results = run_on_data("histograph_deep_gcn", tmp_path, shared_data, "--models", "GCN",
+                          "--patience", "2")
+    assert results["settings"]["patience"] == 2
+    for depth in ("2", "3"):
+        for seed in results["details"]["GCN"]["Cora"][depth]["seeds"]:
+            assert seed["trained_epochs"] == 3
 
 
 def test_select_epoch_prefers_validation_accuracy_then_loss():
