@@ -171,14 +171,14 @@ def stacked_statistics(
     names = _check_arguments(src, stats, std_mode, eps)
     if isinstance(stats, str) or any(name not in STACKABLE for name in names):
         raise ValueError(f"`stats` must be a sequence of some of {STACKABLE}, got {stats!r}")
-    counts, (total, m2, low, high), use_native = _csr_primitives(src, ptr, col, edge_term, names)
-    if shift is not None and (not isinstance(shift, Tensor)
-                              or shift.shape != (counts.numel(), src.size(1))):
-        got = tuple(shift.shape) if isinstance(shift, Tensor) else type(shift).__name__
-        raise ValueError(f"`shift` must have shape {(counts.numel(), src.size(1))} (one row per "
-                         f"CSR row), got {got}")
     if shift is not None:
+        rows = ptr.numel() - 1 if isinstance(ptr, Tensor) else None
+        if not isinstance(shift, Tensor) or shift.shape != (rows, src.size(-1)):
+            got = tuple(shift.shape) if isinstance(shift, Tensor) else type(shift).__name__
+            raise ValueError(f"`shift` must have shape {(rows, src.size(-1))} (one row per "
+                             f"CSR row), got {got}")
         shift = shift.to(src.dtype)
+    counts, (total, m2, low, high), use_native = _csr_primitives(src, ptr, col, edge_term, names)
     if use_native and native.has_kernels(src.device.type):
         kinds = [STACKABLE.index(name) for name in names]
         return native.stack_statistics(total, m2, low, high, counts, shift, kinds, eps,
