@@ -38,22 +38,31 @@ def _std(var, eps, PYG_MODE: tl.constexpr):
 
 
 @triton.jit
-def _stack_kernel(total, m2, low, high, counts, shift, kinds, out, slots, channels, eps,
-                  HAS_TOTAL: tl.constexpr, HAS_M2: tl.constexpr, HAS_LOW: tl.constexpr,
-                  HAS_HIGH: tl.constexpr, HAS_SHIFT: tl.constexpr, PYG_MODE: tl.constexpr,
-                  ACC: tl.constexpr, BLOCK_F: tl.constexpr):
+def _row(m2, counts, channels, eps, HAS_M2: tl.constexpr, PYG_MODE: tl.constexpr,
+         ACC: tl.constexpr, BLOCK_F: tl.constexpr):
+    """This program's row and channels, the row's count, degree (at least 1),
+    variance and std."""
     row = tl.program_id(0)
     f = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)
     fmask = f < channels
     offs = row * channels + f
     count = tl.load(counts + row)
     degree = tl.maximum(count, 1).to(ACC)
+    var = _load(m2, offs, fmask, HAS_M2, ACC, BLOCK_F) / degree
+    return row, f, fmask, offs, count, degree, var, _std(var, eps, PYG_MODE)
+
+
+@triton.jit
+def _stack_kernel(total, m2, low, high, counts, shift, kinds, out, slots, channels, eps,
+                  HAS_TOTAL: tl.constexpr, HAS_M2: tl.constexpr, HAS_LOW: tl.constexpr,
+                  HAS_HIGH: tl.constexpr, HAS_SHIFT: tl.constexpr, PYG_MODE: tl.constexpr,
+                  ACC: tl.constexpr, BLOCK_F: tl.constexpr):
+    row, f, fmask, offs, count, degree, var, std = _row(m2, counts, channels, eps, HAS_M2,
+                                                       PYG_MODE, ACC, BLOCK_F)
     t = _load(total, offs, fmask, HAS_TOTAL, ACC, BLOCK_F)
     lo = _load(low, offs, fmask, HAS_LOW, ACC, BLOCK_F)
     hi = _load(high, offs, fmask, HAS_HIGH, ACC, BLOCK_F)
     sh = _load(shift, offs, fmask, HAS_SHIFT, ACC, BLOCK_F)
-    var = _load(m2, offs, fmask, HAS_M2, ACC, BLOCK_F) / degree
-    std = _std(var, eps, PYG_MODE)
     for a in range(0, slots):
         kind = tl.load(kinds + a)
         value = tl.where(kind == _SUM, t + degree * sh,
@@ -71,14 +80,8 @@ def _stack_backward_kernel(grad, m2, counts, kinds, g_total, g_m2, g_low, g_high
                            HAS_LOW: tl.constexpr, HAS_HIGH: tl.constexpr,
                            HAS_SHIFT: tl.constexpr, PYG_MODE: tl.constexpr, ACC: tl.constexpr,
                            BLOCK_F: tl.constexpr):
-    row = tl.program_id(0)
-    f = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)
-    fmask = f < channels
-    offs = row * channels + f
-    count = tl.load(counts + row)
-    degree = tl.maximum(count, 1).to(ACC)
-    var = _load(m2, offs, fmask, HAS_M2, ACC, BLOCK_F) / degree
-    std = _std(var, eps, PYG_MODE)
+    row, f, fmask, offs, count, degree, var, std = _row(m2, counts, channels, eps, HAS_M2,
+                                                       PYG_MODE, ACC, BLOCK_F)
     if PYG_MODE:
         live = var > eps
     else:
