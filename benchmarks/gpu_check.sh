@@ -19,7 +19,7 @@ PYG_AGG_BACKEND=native PYG_AGG_TEST_DEVICE=cuda timeout 150 python3 -m pytest -q
     --durations=5 tests/ops/test_attention.py tests/nn/conv/test_gatv2_conv.py > "$OUT/attention_cuda.log" 2>&1
 echo "attention tests (native backend) rc $?"
 tail -30 "$OUT/attention_cuda.log" | cut -c1-300
-# The Triton statistics kernels (segment_stats, stack_statistics, segment_std) the same way,
+# The Triton statistics kernels (segment_stats, stack_statistics) the same way,
 # through the PNA layers
 PYG_AGG_BACKEND=native PYG_AGG_TEST_DEVICE=cuda timeout 150 python3 -m pytest -q -p no:cacheprovider \
     --durations=5 tests/nn/conv/test_pna_conv.py tests/nn/aggr/test_degree_scaler.py > "$OUT/statistics_cuda.log" 2>&1

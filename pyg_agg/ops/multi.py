@@ -272,9 +272,9 @@ def derive_statistics(names: tuple[str, ...], counts: Tensor, total: Tensor, m2:
                       eps: float, native_std: bool = False) -> dict[str, Tensor]:
     """Every statistic of ``names`` from the primitives (count, sum, M, min, max).
 
-    ``native_std``: the native backend's std, one pass over ``M`` (C++ on CPU,
-    Triton on CUDA) instead of the reference's chain of elementwise ops (same
-    formulas).
+    ``native_std``: the native backend's std, one pass over ``M`` (the
+    ``stack_statistics`` op with the std alone) instead of the reference's
+    chain of elementwise ops (same formulas).
     """
     denom = counts.clamp(min=1).to(total.dtype).unsqueeze(-1)
     out: dict[str, Tensor] = {}
@@ -292,7 +292,9 @@ def derive_statistics(names: tuple[str, ...], counts: Tensor, total: Tensor, m2:
         elif name == "max":
             value = high
         elif name == "std" and native_std and native.has_kernels(m2.device.type):
-            value = native.segment_std(m2, counts, eps, std_mode == "pyg")
+            none = m2.new_empty(0)  # the std reads M alone
+            value = native.stack_statistics(none, m2.contiguous(), none, none, counts, None,
+                                            [STACKABLE.index("std")], eps, std_mode == "pyg")[:, 0]
         else:
             var = m2 / denom
             if name == "var":

@@ -72,10 +72,6 @@ _LIB.define(
     "Tensor sum, Tensor low, Tensor high, Tensor ties_lo, Tensor ties_hi, Tensor csc_ptr, Tensor csc_edge, "
     "Tensor edge_row) -> Tensor"
 )
-# The std of each row from its sum of squared deviations m2 and its count: var = m2 /
-# max(count, 1), then sqrt(var) where var > eps else 0 (pyg_mode, PyG's StdAggregation),
-# or sqrt(relu(var) + eps) (the PNA paper). One pass instead of an elementwise chain.
-_LIB.define("segment_std(Tensor m2, Tensor counts, float eps, bool pyg_mode) -> Tensor")
 # The stacked statistics [N, A, F] of a multi-aggregation from the primitives of
 # segment_stats (see csrc/cpu/stack_statistics.cpp): slot a holds statistic
 # kinds[a] (multi.STACKABLE's codes: sum, mean, min, max, var, std), the values
@@ -289,30 +285,6 @@ def _backward(ctx, grad_sum, grad_m2, grad_min, grad_max, _grad_ties_lo, _grad_t
 torch.library.register_autograd("pyg_agg::segment_stats", _backward, setup_context=_setup_context)
 
 
-@torch.library.register_fake("pyg_agg::segment_std")
-def _segment_std_fake(m2, counts, eps, pyg_mode):
-    return torch.empty_like(m2)
-
-
-def _segment_std_setup_context(ctx, inputs, output):
-    m2, counts, _eps, pyg_mode = inputs
-    ctx.pyg_mode = pyg_mode
-    ctx.save_for_backward(m2, counts, output)
-
-
-def _segment_std_backward(ctx, grad):
-    # d std / d m2 = 1 / (2 std d) where the std follows the variance (pyg: above eps,
-    # where it is > 0; eps: where relu passes), else 0
-    m2, counts, std = ctx.saved_tensors
-    denom = counts.clamp(min=1).to(std.dtype).unsqueeze(-1)
-    live = std > 0 if ctx.pyg_mode else m2 > 0
-    return torch.where(live, grad * 0.5 / (std * denom), 0.0), None, None, None
-
-
-torch.library.register_autograd("pyg_agg::segment_std", _segment_std_backward,
-                                setup_context=_segment_std_setup_context)
-
-
 # The kind codes (multi.STACKABLE's order) that read each primitive, and those
 # the shift moves.
 _READS_TOTAL, _READS_M2, _READS_LOW, _READS_HIGH = (0, 1), (4, 5), (2,), (3,)
@@ -443,10 +415,3 @@ def stack_statistics(total: Tensor, m2: Tensor, low: Tensor, high: Tensor, count
     return torch.ops.pyg_agg.stack_statistics(total, m2, low, high, counts.contiguous(),
                                               None if shift is None else shift.contiguous(),
                                               kinds, float(eps), pyg_mode)
-
-
-def segment_std(m2: Tensor, counts: Tensor, eps: float, pyg_mode: bool) -> Tensor:
-    """Unchecked call of the native std from ``m2`` ``[N, F]`` and int64 ``counts``
-    ``[N]`` (where :func:`has_kernels` for their device)."""
-    return torch.ops.pyg_agg.segment_std(m2.contiguous(), counts.contiguous(), float(eps), pyg_mode)
-

@@ -16,8 +16,7 @@ def register_cuda_kernels() -> None:
     from pyg_agg.ops.gpu import dynamic_attention, segment_stats, stack_statistics  # imports triton
 
     # each launcher is named after its op
-    ops = {segment_stats: ("segment_stats", "segment_stats_backward", "segment_stats_backward_gather",
-                           "segment_std"),
+    ops = {segment_stats: ("segment_stats", "segment_stats_backward", "segment_stats_backward_gather"),
            stack_statistics: ("stack_statistics", "stack_statistics_backward"),
            dynamic_attention: ("dynamic_attention", "dynamic_attention_backward")}
     if not _registered:

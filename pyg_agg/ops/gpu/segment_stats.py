@@ -239,29 +239,3 @@ def segment_stats_backward_gather(grad_sum, grad_m2, grad_min, grad_max, src, pt
             channels, HAS_TERM=edge_term is not None, **_gradient_flags(grads),
             ACC=_accumulator(src.dtype), BLOCK_F=_BLOCK_F)
     return grad
-
-
-@triton.jit
-def _std_kernel(m2, counts, out, channels, eps, PYG_MODE: tl.constexpr, ACC: tl.constexpr,
-                BLOCK_F: tl.constexpr):
-    row = tl.program_id(0)
-    f = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)
-    fmask = f < channels
-    degree = tl.maximum(tl.load(counts + row), 1).to(ACC)
-    var = tl.load(m2 + row * channels + f, mask=fmask, other=0.0).to(ACC) / degree
-    if PYG_MODE:
-        std = tl.where(var > eps, tl.sqrt(var), 0.0)
-    else:
-        std = tl.sqrt(tl.where(var < 0.0, 0.0, var) + eps)  # NaN stays NaN, as std::max
-    tl.store(out + row * channels + f, std, mask=fmask)
-
-
-def segment_std(m2: Tensor, counts: Tensor, eps: float, pyg_mode: bool) -> Tensor:
-    """The std of each row from ``m2`` and the counts, in one pass; the C++
-    kernel's formulas (see ``segment_std_cpu``)."""
-    out = torch.empty_like(m2)
-    rows, channels = m2.shape
-    if rows > 0 and channels > 0:
-        _std_kernel[_grid(rows, channels)](m2, counts, out, channels, eps, PYG_MODE=pyg_mode,
-                                           ACC=_accumulator(m2.dtype), BLOCK_F=_BLOCK_F)
-    return out

@@ -521,47 +521,12 @@ Tensor segment_stats_backward_gather_cpu(
   return grad;
 }
 
-// The standard deviation of each row from its sum of squared deviations, in
-// one pass (the same formulas as pyg_agg/ops/multi.py, derive_statistics):
-//   var = m2 / max(d, 1);  "pyg": var > eps ? sqrt(var) : 0;  "eps": sqrt(max(var, 0) + eps)
-Tensor segment_std_cpu(const Tensor& m2, const Tensor& counts, double eps, bool pyg_mode) {
-  TORCH_CHECK(m2.dim() == 2 && m2.is_contiguous(), "segment_std: m2 must be a contiguous [N, F] tensor");
-  TORCH_CHECK(counts.dim() == 1 && counts.scalar_type() == at::kLong && counts.numel() == m2.size(0) &&
-                  counts.is_contiguous(),
-              "segment_std: counts must be a contiguous int64 [N] tensor");
-  Tensor out = at::empty_like(m2);
-  const int64_t rows = m2.size(0), channels = m2.size(1);
-  if (out.numel() == 0) return out;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, m2.scalar_type(), "segment_std_cpu", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* in = m2.data_ptr<scalar_t>();
-    const int64_t* d = counts.data_ptr<int64_t>();
-    scalar_t* o = out.data_ptr<scalar_t>();
-    const acc_t e = static_cast<acc_t>(eps);
-    at::parallel_for(0, rows, std::max<int64_t>(1, kGrainWork / std::max<int64_t>(channels, 1)),
-                     [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const acc_t inv = acc_t(1) / static_cast<acc_t>(std::max<int64_t>(d[i], 1));
-        const scalar_t* __restrict__ row = in + i * channels;
-        scalar_t* __restrict__ dst = o + i * channels;
-        for (int64_t f = 0; f < channels; ++f) {
-          const acc_t var = static_cast<acc_t>(row[f]) * inv;
-          dst[f] = static_cast<scalar_t>(pyg_mode ? (var > e ? std::sqrt(var) : acc_t(0))
-                                                  : std::sqrt(std::max(var, acc_t(0)) + e));
-        }
-      }
-    });
-  });
-  return out;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(pyg_agg, CPU, m) {
   m.impl("segment_stats", &segment_stats_cpu);
   m.impl("segment_stats_backward", &segment_stats_backward_cpu);
   m.impl("segment_stats_backward_gather", &segment_stats_backward_gather_cpu);
-  m.impl("segment_std", &segment_std_cpu);
 }
 
 }  // namespace pyg_agg
