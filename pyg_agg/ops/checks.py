@@ -5,8 +5,45 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch.utils.weak import WeakIdKeyDictionary
 
 _validation_enabled = True
+
+# What the data-dependent checks found in a tensor, keyed by the tensor object
+# and valid while its version counter is unchanged: a graph's index is scanned
+# once, not by every layer in every epoch that reads it. (A write through
+# ``.data`` does not bump the counter; rebuild the tensor after one.)
+_SEEN: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def _remembered(tensor: Tensor, what: str, compute):
+    """``compute()`` (host values, no tensors), once per version of ``tensor``."""
+    if tensor.is_inference():  # no version counter to tell a write
+        return compute()
+    version = tensor._version
+    entry = _SEEN.get(tensor)
+    if entry is None or entry[0] != version:
+        entry = _SEEN[tensor] = (version, {})
+    found = entry[1]
+    if what not in found:
+        found[what] = compute()
+    return found[what]
+
+
+def index_range(index: Tensor) -> tuple[int, int]:
+    """``(min, max)`` of a non-empty 1-D integer tensor, remembered per version.
+
+    A view (such as ``edge_index[0]``, a new object at every call) is
+    remembered under the tensor it views, by its place in it.
+    """
+    def scan() -> tuple[int, int]:
+        lo, hi = torch.aminmax(index)
+        return int(lo), int(hi)
+
+    base = index._base
+    if type(base) is not Tensor:  # not a view, or of a subclass whose layout may differ
+        return _remembered(index, "range", scan)
+    return _remembered(base, ("range", index.storage_offset(), index.stride(0), index.numel()), scan)
 
 
 def set_validation(enabled: bool) -> None:
@@ -64,8 +101,7 @@ def check_index(
         return int(dim_size)
     if not _validation_enabled and dim_size is not None:
         return int(dim_size)
-    lo, hi = torch.aminmax(index)
-    lo, hi = int(lo), int(hi)
+    lo, hi = index_range(index)
     if lo < 0:
         raise ValueError(f"`{name}` contains negative entries (min {lo})")
     if dim_size is None:
@@ -90,12 +126,14 @@ def check_ptr(ptr: Tensor, src: Tensor, dim: int) -> int:
     if ptr.device != src.device:
         raise RuntimeError(f"`ptr` is on {ptr.device} but `src` is on {src.device}")
     if _validation_enabled and not torch.compiler.is_compiling():
-        if int(ptr[0]) != 0 or int(ptr[-1]) != src.size(dim):
+        first, last, ordered = _remembered(ptr, "ptr", lambda: (
+            int(ptr[0]), int(ptr[-1]), ptr.numel() == 1 or not bool((ptr[1:] < ptr[:-1]).any())))
+        if first != 0 or last != src.size(dim):
             raise ValueError(
                 f"`ptr` must start at 0 and end at src.size({dim})={src.size(dim)}, "
-                f"got {int(ptr[0])}..{int(ptr[-1])}"
+                f"got {first}..{last}"
             )
-        if ptr.numel() > 1 and bool((ptr[1:] < ptr[:-1]).any()):
+        if not ordered:
             raise ValueError("`ptr` must be non-decreasing")
     return ptr.numel() - 1
 

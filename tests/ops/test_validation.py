@@ -109,10 +109,30 @@ def test_composite_kernels_check_the_index_once(range_checks, backend):
     with use_backend(backend):
         multi_aggregate(src, index, 3, stats=("mean", "std", "min", "max"))
         assert len(range_checks) == 1
-        scatter_softmax(src, index, 3)
+        scatter_softmax(src, index.clone(), 3)
         assert len(range_checks) == 2
         segment(src, torch.tensor([0, 2, 2, 6]), reduce="max")
         assert len(range_checks) == 2  # a ptr is checked without a range pass
+
+
+def test_an_index_is_scanned_once_until_it_is_written(range_checks):
+    src, edge_index = torch.randn(4, 3), torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
+    for _ in range(3):  # every layer, every epoch: one scan per row of the graph
+        multi_aggregate(src, edge_index[1], 4, stats=("sum",))
+        multi_aggregate(src, edge_index[0], 4, stats=("sum",))
+    assert len(range_checks) == 2
+    edge_index[1, 0] = 4  # an in-place write bumps the version: scanned again, and caught
+    with pytest.raises(ValueError, match="contains 4, out of range for dim_size=4"):
+        multi_aggregate(src, edge_index[1], 4, stats=("sum",))
+    assert len(range_checks) == 3
+
+
+def test_a_ptr_is_checked_once_until_it_is_written():
+    src, ptr = torch.randn(4, 3), torch.tensor([0, 2, 4])
+    segment(src, ptr, reduce="sum")
+    ptr[1] = 5
+    with pytest.raises(ValueError, match="non-decreasing"):
+        segment(src, ptr, reduce="sum")
 
 
 def test_scatter_of_zero_dim_src_names_the_argument():
