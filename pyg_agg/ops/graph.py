@@ -17,11 +17,13 @@ and self-loop handling, and only while the tensor's version counter is
 unchanged: an in-place write to ``edge_index`` invalidates it. PyG's
 :class:`EdgeIndex` sorted by target and CSR adjacencies are used as they are,
 without a sort. Under :func:`torch.compile` nothing is cached (the sort is
-part of the graph).
+part of the graph), nor for inference tensors (made under
+:func:`torch.inference_mode`, they have no version counter to tell a write).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import weakref
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
 
 import torch
@@ -73,7 +75,6 @@ class CSRGraph:
     col: Tensor
     perm: Optional[Tensor]  # None: the input already was in CSR order
     num_sources: int
-    _transpose: Optional[tuple[Tensor, Tensor, Tensor]] = field(default=None, repr=False)
 
     @property
     def num_rows(self) -> int:
@@ -92,10 +93,8 @@ class CSRGraph:
         return torch.empty_like(csr_values).index_copy_(0, self.perm, csr_values)
 
     def transpose(self) -> tuple[Tensor, Tensor, Tensor]:
-        """:func:`transpose_csr` of this graph, computed on first use, then kept."""
-        if self._transpose is None:
-            self._transpose = transpose_csr(self.ptr, self.col, self.num_sources)
-        return self._transpose
+        """:func:`transpose_csr` of this graph (computed on first use, then kept)."""
+        return transpose_csr(self.ptr, self.col, self.num_sources)
 
 
 def sort_segments(index: Tensor, num_segments: int) -> tuple[Tensor, Tensor]:
@@ -121,9 +120,38 @@ def transpose_csr(ptr: Tensor, col: Tensor, num_sources: int) -> tuple[Tensor, T
     ``j``'s edges are ``csc_pos[csc_ptr[j]:csc_ptr[j + 1]]``, in CSR order (a
     stable sort, so sums over them are deterministic), and ``edge_row[p]`` is
     the row of position ``p`` (``num_rows`` for a parked one).
+
+    Remembered for the same ``ptr`` and ``col`` objects while neither is
+    written (their version counters), so that every backward over a cached
+    :class:`CSRGraph` reuses one transpose; nothing is kept under
+    :func:`torch.compile`.
     """
+    if torch.compiler.is_compiling() or not (_versioned(ptr) and _versioned(col)):
+        return _transpose(ptr, col, num_sources)
+    seen = _TRANSPOSES.get(col)
+    if seen is not None:
+        col_version, ptr_ref, ptr_version, sources, transposed = seen
+        if (col_version == col._version and ptr_ref() is ptr and ptr_version == ptr._version
+                and sources == num_sources):
+            return transposed
+    transposed = _transpose(ptr, col, num_sources)
+    _TRANSPOSES[col] = (col._version, weakref.ref(ptr), ptr._version, num_sources, transposed)
+    return transposed
+
+
+# col -> (its version, weakref to ptr, ptr's version, num_sources, transpose)
+_TRANSPOSES: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def _transpose(ptr: Tensor, col: Tensor, num_sources: int) -> tuple[Tensor, Tensor, Tensor]:
     csc_ptr, csc_pos = sort_segments(col, num_sources)
     return csc_ptr, csc_pos, position_rows(ptr, col.numel())
+
+
+def _versioned(obj: Any) -> bool:
+    """Whether ``obj`` is a tensor whose in-place writes are counted (inference
+    tensors have no version counter), so that a cache keyed by it can tell."""
+    return isinstance(obj, Tensor) and not obj.is_inference()
 
 
 def position_rows(ptr: Tensor, num_positions: int) -> Tensor:
@@ -229,9 +257,9 @@ def target_csr(edges: Edges, rows: Optional[Tensor] = None, sources: Optional[Te
         return CSRGraph(key.crow_indices().long(), edges.source, None, num_sources)
     rows = edges.target if rows is None else rows
     sources = edges.source if sources is None else sources
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or not _versioned(key):
         return _sort_by_row(rows, sources, num_rows, num_sources)
-    version = getattr(key, "_version", 0)
+    version = key._version
     entry = (version, num_rows, num_sources, edges.flow, options)
     per_graph = _CACHE.setdefault(key, {})
     graph = per_graph.get(entry)

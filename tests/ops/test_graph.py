@@ -72,6 +72,33 @@ def test_csr_is_cached_per_graph_and_invalidated_by_in_place_writes():
     assert target_csr(read_edges(ei.clone(), NUM_SRC, NUM_DST)) is not fresh
 
 
+def test_the_transpose_is_kept_for_the_same_ptr_and_col_until_either_is_written():
+    graph = target_csr(read_edges(edge_index(), NUM_SRC, NUM_DST))
+    first = transpose_csr(graph.ptr, graph.col, NUM_SRC)
+    assert transpose_csr(graph.ptr, graph.col, NUM_SRC) is first
+    assert graph.transpose() is first
+    assert transpose_csr(graph.ptr.clone(), graph.col, NUM_SRC) is not first  # another ptr
+    assert transpose_csr(graph.ptr, graph.col, NUM_SRC + 1) is not first
+    col = graph.col.clone()
+    kept = transpose_csr(graph.ptr, col, NUM_SRC)
+    col[0] = (col[0] + 1) % NUM_SRC
+    moved = transpose_csr(graph.ptr, col, NUM_SRC)
+    assert moved is not kept
+    csc_ptr, csc_pos, _ = moved
+    first_source = torch.searchsorted(csc_ptr, (csc_pos == 0).nonzero()[0], right=True) - 1
+    assert int(first_source) == int(col[0])
+
+
+def test_inference_tensors_are_read_without_a_cache():
+    # inference tensors have no version counter: nothing may be cached under them
+    with torch.inference_mode():
+        ei = edge_index()
+        graph = target_csr(read_edges(ei, NUM_SRC, NUM_DST))
+        check_csr(graph, ei[0], ei[1])
+        assert target_csr(read_edges(ei, NUM_SRC, NUM_DST)) is not graph
+        transpose_csr(graph.ptr, graph.col, NUM_SRC)
+
+
 def test_edge_index_sorted_by_target_is_used_without_a_sort():
     ei = EdgeIndex(edge_index(), sparse_size=(NUM_SRC, NUM_DST)).sort_by("col")[0]
     graph = target_csr(read_edges(ei, NUM_SRC, NUM_DST))
