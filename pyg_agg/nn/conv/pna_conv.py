@@ -87,7 +87,10 @@ class PNAConv(MessagePassing):
     * the scalers are applied after the first post-layer's matmul, by
       linearity :math:`W(s \otimes a) = \sum_s s\,(W_s a)`, as one broadcast
       multiply on :math:`N \times S \times F_{out}` values instead of
-      materialising the :math:`N \times S \cdot A \cdot F` scaled input.
+      materialising the :math:`N \times S \cdot A \cdot F` scaled input;
+    * with one tower and one post-layer, the final ``lin`` is folded into the
+      post-layer's weights, :math:`(W_{lin} W_{post})\,h + W_{lin} b + b_{lin}`,
+      in place of one more matmul over the :math:`N` output rows.
 
     Aggregators: ``"mean"``, ``"sum"``, ``"min"``, ``"max"``, ``"var"``,
     ``"std"``, and the paper's ``"moment3"``, ``"moment4"``, ``"moment5"``
@@ -226,6 +229,8 @@ class PNAConv(MessagePassing):
     def _tower_weights(self, mlps: ModuleList, position: int) -> tuple[Tensor, Tensor]:
         """Layer ``position`` of every tower's MLP as ``[T, Fout, Fin]``, ``[T, Fout]``."""
         layers = [mlp[position] for mlp in mlps]
+        if len(layers) == 1:  # a view, not a stacked copy (and no copy back in backward)
+            return layers[0].weight.unsqueeze(0), layers[0].bias.unsqueeze(0)
         return (torch.stack([layer.weight for layer in layers]),
                 torch.stack([layer.bias for layer in layers]))
 
@@ -293,6 +298,13 @@ class PNAConv(MessagePassing):
         # are one matmul, forward and backward.
         weight, bias = self._tower_weights(self.pre_nns, 0)
         post_weight, post_bias = self._tower_weights(self.post_nns, 0)
+        # One tower and one post-layer: the final `lin` folds into it,
+        # W_lin (W_post h + b_post) + b_lin, a [F_out, F_out] product of the
+        # weights in place of a matmul over the N output rows.
+        fold_lin = towers == 1 and len(self.post_nns[0]) == 1
+        if fold_lin:
+            post_weight = (self.lin.weight @ post_weight[0]).unsqueeze(0)
+            post_bias = torch.addmv(self.lin.bias, self.lin.weight, post_bias[0]).unsqueeze(0)
         w_edge = None
         if edge_attr is not None:
             w_edge = weight[..., 2 * f_in:].reshape(towers * f_in, f_in)
@@ -336,6 +348,8 @@ class PNAConv(MessagePassing):
         out = self.aggr_module.scaled_linear(stacked.reshape(num_nodes, towers, num_aggr * f_in),
                                              count, w_aggr.transpose(1, 2))
         out = out + post_term
+        if fold_lin:
+            return out.view(num_nodes, self.out_channels)
         out = self._run_mlp_tail(out, self.post_nns)
         return self.lin(out.reshape(num_nodes, self.out_channels))
 
