@@ -194,7 +194,9 @@ def run_cases(description: str, cases: dict[str, Callable[[argparse.Namespace], 
     bandwidth = copy_bandwidth_gb_s(device)
     print(f"torch {torch.__version__}, device {device}, {torch.get_num_threads()} threads, "
           f"median of {args.repeat}, copy bandwidth {bandwidth:.1f} GB/s"
-          + (", with a competing 2-thread job" if args.contend else ""))
+          + (", with a competing 2-thread job" if args.contend else "")
+          # huge pages for large tensors: fewer page faults on fresh outputs (both sides)
+          + f", THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}")
     for case_name in args.case or list(cases):
         case = cases[case_name](args)
         print(f"\n== {case.title}")
