@@ -1,7 +1,8 @@
 """Input validation shared by every kernel: clear errors naming the argument."""
 from __future__ import annotations
 
-from typing import Optional
+from collections.abc import Callable, Hashable
+from typing import Optional, TypeVar
 
 import torch
 from torch import Tensor
@@ -14,9 +15,10 @@ _validation_enabled = True
 # once, not by every layer in every epoch that reads it. (A write through
 # ``.data`` does not bump the counter; rebuild the tensor after one.)
 _SEEN: WeakIdKeyDictionary = WeakIdKeyDictionary()
+_Found = TypeVar("_Found")
 
 
-def _remembered(tensor: Tensor, what: str, compute):
+def _remembered(tensor: Tensor, what: Hashable, compute: Callable[[], _Found]) -> _Found:
     """``compute()`` (host values, no tensors), once per version of ``tensor``."""
     if tensor.is_inference():  # no version counter to tell a write
         return compute()
@@ -43,7 +45,8 @@ def index_range(index: Tensor) -> tuple[int, int]:
     base = index._base
     if type(base) is not Tensor:  # not a view, or of a subclass whose layout may differ
         return _remembered(index, "range", scan)
-    return _remembered(base, ("range", index.storage_offset(), index.stride(0), index.numel()), scan)
+    place = (index.dtype, index.storage_offset(), index.stride(0), index.numel())
+    return _remembered(base, ("range", *place), scan)
 
 
 def set_validation(enabled: bool) -> None:
