@@ -9,6 +9,7 @@ A study trains several *units* (one model under one condition, e.g. GATv2 at
      "std":   {model: {condition: value}},   # optional: the spread over seeds or folds
      "command": ..., "commit": ...,          # of the session that started the run
      "sessions": [{"command", "commit"}, ...],  # every session, resumptions included
+     "wall_time": {"seconds", "units", "untimed_units"},  # training time, summed over units
      "settings": {...}, "details": {model: {...}}}
 
 The ``full`` budget is the paper's protocol and ``small`` a check run of
@@ -19,7 +20,8 @@ tables say they are not the paper's protocol.
 Under ``--out`` it keeps ``study.json`` (the settings and the sessions) and one
 checkpoint per unit, rewritten atomically after every epoch with the model,
 optimizer, scheduler, the unit's own state (e.g. its best epoch's weights),
-history and RNG states. ``--resume`` refuses to start
+history, RNG states and the seconds spent training it so far (summed over
+sessions: a unit's wall time). ``--resume`` refuses to start
 when a setting differs from ``study.json`` (one line naming the settings), then
 skips finished units and continues the others from their last epoch. Units are
 seeded on their own and shuffle with a generator seeded by ``(seed, epoch)``,
@@ -37,6 +39,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -195,6 +198,9 @@ class Study:
         self.out.mkdir(parents=True, exist_ok=True)
         _write_json_atomic(record, {"study": name, "settings": self.settings,
                                     "sessions": self.sessions})
+        #: Seconds each unit trained (over all sessions); None for a unit whose
+        #: checkpoint predates the timing.
+        self.unit_seconds: dict[str, Optional[float]] = {}
 
     def unit(self, key: str, seed: int, build: Callable[[], Trainee],
              train_epoch: Callable[[Trainee, int], dict[str, float]],
@@ -214,6 +220,8 @@ class Study:
         """
         path = self.checkpoint_path(key)
         saved = load_checkpoint(path) if path.exists() else None
+        seconds = 0.0 if saved is None else saved.get("seconds")
+        self.unit_seconds[key] = seconds
         if saved is not None and saved["result"] is not None:
             return saved["result"]["scores"], saved["result"]["details"]
         seed_everything(seed)
@@ -236,17 +244,22 @@ class Study:
                 raise StudyPaused(f"paused after the epochs asked for; continue with "
                                   f"--resume --out {self.out}")
             epoch = len(history) + 1
+            start = time.perf_counter()
             history.append(train_epoch(trainee, epoch))
             if epoch == max_epochs or finished(history):
                 parameters = sum(p.numel() for p in trainee.model.parameters())
                 result = {"scores": evaluate(trainee, history),
                           "details": {"epochs": epoch, "parameters": parameters,
                                       "last_epoch": history[-1]}}
+            if seconds is not None:
+                seconds += time.perf_counter() - start
+                self.unit_seconds[key] = seconds
             save_atomic({"model": trainee.model.state_dict(),
                          "optimizer": trainee.optimizer.state_dict(),
                          "scheduler": None if trainee.scheduler is None
                          else trainee.scheduler.state_dict(),
-                         "state": trainee.state, "history": history, "rng": rng_state(), "result": result}, path)
+                         "state": trainee.state, "history": history, "rng": rng_state(),
+                         "seconds": seconds, "result": result}, path)
             if self.epochs_left is not None:
                 self.epochs_left -= 1
             bar.set_postfix_str(", ".join(f"{name} {value:.4g}"
@@ -254,6 +267,12 @@ class Study:
             bar.update(1)
         bar.close()
         return result["scores"], result["details"]
+
+    def wall_time(self) -> dict[str, Any]:
+        """The training time of the units read or trained by this run, summed."""
+        timed = [s for s in self.unit_seconds.values() if s is not None]
+        return {"seconds": round(sum(timed), 1), "units": len(self.unit_seconds),
+                "untimed_units": len(self.unit_seconds) - len(timed)}
 
     def checkpoint_path(self, key: str) -> Path:
         """The checkpoint of unit ``key`` (its model after the last epoch once finished)."""
@@ -267,7 +286,8 @@ class Study:
         data = {"study": self.name, "budget": self.budget, "paper": paper, "ours": ours,
                 **({"std": std} if std is not None else {}),
                 "command": self.sessions[0]["command"], "commit": self.sessions[0]["commit"],
-                "sessions": self.sessions, "settings": self.settings, "details": details}
+                "sessions": self.sessions, "wall_time": self.wall_time(),
+                "settings": self.settings, "details": details}
         self.results.parent.mkdir(parents=True, exist_ok=True)
         _write_json_atomic(self.results, data)
         if self.docs_page:
@@ -333,12 +353,24 @@ def render_table(results: dict[str, Any]) -> str:
               "run yet**" if results["budget"] == "small" else
               "**a reduced budget, not the paper's protocol**")
     lines += ["", f"Budget `{results['budget']}` ({budget}). Command: `{results['command']}`, "
-                  f"commit `{results['commit']}`."]
+                  f"commit `{results['commit']}`. {_wall_time_sentence(results.get('wall_time'))}"]
     cells = next((value for model in ours.values() for value in model.values()
                   if isinstance(value, dict)), None)
     if cells is not None:
         lines[-1] += f" Cells: {' / '.join(cells)}."
     return "\n".join(lines)
+
+
+def _wall_time_sentence(wall_time: Optional[dict[str, Any]]) -> str:
+    if not wall_time or wall_time["untimed_units"] == wall_time["units"]:
+        return "Wall time: not recorded (the units ran before the harness timed them)."
+    hours = wall_time["seconds"] / 3600
+    text = (f"Wall time: {hours:.1f} h of training over {wall_time['units']} units"
+            if hours >= 0.1 else
+            f"Wall time: {wall_time['seconds']:.0f} s of training over {wall_time['units']} units")
+    if wall_time["untimed_units"]:
+        text += f" ({wall_time['untimed_units']} of them ran before the harness timed them)"
+    return text + "."
 
 
 def _split_page(page: Path, name: str) -> tuple[str, str, str]:

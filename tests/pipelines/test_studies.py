@@ -83,6 +83,24 @@ def test_paused_and_resumed_run_gives_the_same_numbers(name, tmp_path):
     assert resumed["command"] == resumed["sessions"][0]["command"]
 
 
+def test_wall_time_sums_every_session_and_says_which_units_were_not_timed(tmp_path):
+    models = ["--models", *FEW_MODELS["dictionary_lookup"]]
+    assert run("dictionary_lookup", tmp_path, *models, "--stop-after-epochs", "1") is None
+    resumed = run("dictionary_lookup", tmp_path, *models, "--resume")
+    wall = resumed["wall_time"]
+    units = len(FEW_MODELS["dictionary_lookup"]) * len(dictionary_lookup.BUDGETS["small"].ks)
+    assert wall["units"] == units and wall["untimed_units"] == 0 and wall["seconds"] > 0
+    assert f"of training over {units} units." in render_table(resumed)
+    # a checkpoint from before the timing: that unit is counted as untimed, not as 0 s
+    checkpoint = next((tmp_path / "run").glob("*.pt"))
+    state = torch.load(checkpoint, weights_only=False)
+    del state["seconds"]
+    torch.save(state, checkpoint)
+    again = run("dictionary_lookup", tmp_path, *models, "--resume")
+    assert again["wall_time"]["untimed_units"] == 1
+    assert "(1 of them ran before the harness timed them)" in render_table(again)
+
+
 def test_run_killed_inside_an_epoch_resumes_to_the_same_numbers(tmp_path, monkeypatch):
     models = ["--models", "LCM + permutation"]
     straight = run("lcm_second_min", tmp_path, *models, out="straight", results="straight.json")
