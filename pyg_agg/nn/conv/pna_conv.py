@@ -299,9 +299,12 @@ class PNAConv(MessagePassing):
         weight, bias = self._tower_weights(self.pre_nns, 0)
         post_weight, post_bias = self._tower_weights(self.post_nns, 0)
         # One tower and one post-layer: the final `lin` folds into it,
-        # W_lin (W_post h + b_post) + b_lin, a [F_out, F_out] product of the
-        # weights in place of a matmul over the N output rows.
-        fold_lin = towers == 1 and len(self.post_nns[0]) == 1
+        # W_lin (W_post h + b_post) + b_lin. The product of the weights costs
+        # F_out^2 K multiply-adds (K = post_weight's width), the matmul it
+        # replaces N F_out^2: fold when N >= K (always when compiled, so that
+        # no guard depends on N).
+        fold_lin = (towers == 1 and len(self.post_nns[0]) == 1
+                    and (torch.compiler.is_compiling() or num_nodes >= post_weight.size(-1)))
         if fold_lin:
             post_weight = (self.lin.weight @ post_weight[0]).unsqueeze(0)
             post_bias = torch.addmv(self.lin.bias, self.lin.weight, post_bias[0]).unsqueeze(0)

@@ -85,6 +85,17 @@ def test_matches_pyg_on_a_batch_of_few_degrees(towers):
     assert_same_forward_backward(reference, ours, x, edge_index)
 
 
+@pytest.mark.parametrize("num_nodes", [19, 20, 40])
+def test_matches_pyg_on_both_sides_of_the_output_layer_fold(num_nodes):
+    # one tower, one post-layer: `lin` is folded into the post-layer once the rows
+    # outnumber the post-layer's input width, here (2 * 2 + 1) * 4 = 20
+    x, edge_index, _ = random_graph(num_nodes=num_nodes, num_edges=4 * num_nodes, channels=4)
+    reference, ours = pair(4, 4, aggregators=["mean", "max"], scalers=["identity", "amplification"],
+                           deg=histogram(edge_index, num_nodes))
+    assert ours.post_nns[0][0].in_channels == 20
+    assert_same_forward_backward(reference, ours, x, edge_index)
+
+
 @pytest.mark.parametrize("aggregator", ALL_AGGREGATORS)
 @pytest.mark.parametrize("towers", [1, 2])
 def test_each_aggregator_alone(aggregator, towers):
