@@ -90,7 +90,9 @@ class PNAConv(MessagePassing):
       materialising the :math:`N \times S \cdot A \cdot F` scaled input;
     * with one tower and one post-layer, the final ``lin`` is folded into the
       post-layer's weights, :math:`(W_{lin} W_{post})\,h + W_{lin} b + b_{lin}`,
-      in place of one more matmul over the :math:`N` output rows.
+      in place of one more matmul over the :math:`N` output rows (when the
+      rows outnumber the post-layer's input width, so that the fold is the
+      cheaper of the two).
 
     Aggregators: ``"mean"``, ``"sum"``, ``"min"``, ``"max"``, ``"var"``,
     ``"std"``, and the paper's ``"moment3"``, ``"moment4"``, ``"moment5"``
