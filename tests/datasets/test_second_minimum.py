@@ -43,3 +43,24 @@ def test_validation():
         SecondMinimum(0)
     with pytest.raises(ValueError, match="`num_bits`"):
         SecondMinimum(10, num_bits=0)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_batches_are_the_data_loaders_batches(shuffle):
+    dataset = SecondMinimum(70, min_size=2, max_size=9, num_bits=4, seed=1)
+    def generator():
+        return torch.Generator().manual_seed(5) if shuffle else None
+
+    loader = DataLoader(dataset, batch_size=16, shuffle=shuffle, generator=generator())
+    fast = list(dataset.batches(16, generator()))
+    expected = list(loader)
+    assert len(fast) == len(expected) == 5
+    for ours, theirs in zip(fast, expected, strict=True):
+        assert ours.num_graphs == theirs.num_graphs
+        for name in ("x", "batch", "y"):
+            assert torch.equal(getattr(ours, name), getattr(theirs, name)), name
+
+
+def test_batches_refuse_a_bad_batch_size():
+    with pytest.raises(ValueError, match="`batch_size` must be a positive integer, got 0"):
+        next(SecondMinimum(10).batches(0))
