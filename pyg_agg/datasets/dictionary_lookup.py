@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
-from typing import Optional
+from collections.abc import Callable, Iterator
+from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
+from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
+
+from pyg_agg.datasets.batching import loader_order
 
 SPLITS = ("train", "test")
 
@@ -27,6 +30,20 @@ def _permutations(k: int, num_samples: int, rng: np.random.Generator) -> np.ndar
             _, first = np.unique(merged, axis=0, return_index=True)
             perms = merged[np.sort(first)][:num_samples]
     return perms[rng.permutation(len(perms))]
+
+
+class LookupBatch(NamedTuple):
+    """A mini-batch of lookups, laid out as PyG's ``DataLoader`` collates them."""
+
+    x: Tensor  # [B * 2k, 2] (key, value) of every node, example after example
+    edge_index: Tensor  # [2, B * k^2] every key to every query of its example
+    query_mask: Tensor  # [B * 2k] the query nodes
+    y: Tensor  # [B * k] the value each query looks up
+    num_graphs: int
+
+    def to(self, device: torch.device) -> "LookupBatch":
+        return LookupBatch(self.x.to(device), self.edge_index.to(device),
+                           self.query_mask.to(device), self.y.to(device), self.num_graphs)
 
 
 class DictionaryLookup(InMemoryDataset):
@@ -119,6 +136,27 @@ class DictionaryLookup(InMemoryDataset):
     def num_values(self) -> int:
         """Size of the value vocabulary: ``k`` values plus the empty one."""
         return self.k + 1
+
+    def batches(self, batch_size: int,
+                generator: Optional[torch.Generator] = None) -> Iterator[LookupBatch]:
+        """The mini-batches of ``DataLoader(self, batch_size, shuffle=generator is not None,
+        generator=generator)``, the same examples in the same order and layout,
+        gathered in a few tensor ops: every example has the same ``2k`` nodes
+        and ``k^2`` edges, so a batch is one gather of nodes and labels and one
+        offset copy of the edges, where collating 1,024 examples of k = 50 took
+        0.37 s a batch."""
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}")
+        k, data = self.k, self._data
+        nodes, labels = data.x.view(-1, 2 * k, 2), data.y.view(-1, k)
+        queries = data.query_mask[:2 * k]
+        template = data.edge_index[:, :k * k]  # one example's edges, local node ids
+        for examples in loader_order(len(self), generator).split(batch_size):
+            count = examples.numel()
+            offsets = torch.arange(count).mul_(2 * k).view(1, count, 1)
+            edge_index = (template.unsqueeze(1) + offsets).reshape(2, -1)
+            yield LookupBatch(nodes[examples].reshape(-1, 2), edge_index, queries.repeat(count),
+                              labels[examples].reshape(-1), count)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(k={self.k}, {len(self)})"

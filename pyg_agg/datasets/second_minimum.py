@@ -8,6 +8,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
 
+from pyg_agg.datasets.batching import loader_order
+
 
 def integer_bits(values: Tensor, num_bits: int) -> Tensor:
     """The ``num_bits`` binary digits of each integer, most significant first,
@@ -110,12 +112,7 @@ class SecondMinimum(InMemoryDataset):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}")
         ptr, data = self.slices["x"], self._data
-        if generator is None:
-            order = torch.arange(len(self))
-        else:  # the DataLoader's iterator draws its base seed, then its sampler a permutation
-            torch.empty((), dtype=torch.int64).random_(generator=generator)
-            order = torch.randperm(len(self), generator=generator)
-        for sets in order.split(batch_size):
+        for sets in loader_order(len(self), generator).split(batch_size):
             sizes = ptr[sets + 1] - ptr[sets]
             batch = torch.repeat_interleave(torch.arange(sets.numel()), sizes)
             first_of_set = (sizes.cumsum(0) - sizes).repeat_interleave(sizes)

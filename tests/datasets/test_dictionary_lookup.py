@@ -102,3 +102,24 @@ def test_gatv2_fits_the_training_set_and_gat_does_not():
     example, a single static-attention GAT head cannot (same budget)."""
     assert train_accuracy(GATv2Conv, 4) == 1.0
     assert train_accuracy(GATConv, 4) < 0.9
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_batches_are_the_data_loaders_batches(shuffle):
+    dataset = DictionaryLookup(4, "train", num_samples=20, seed=2)
+
+    def generator():
+        return torch.Generator().manual_seed(3) if shuffle else None
+
+    expected = list(DataLoader(dataset, batch_size=6, shuffle=shuffle, generator=generator()))
+    fast = list(dataset.batches(6, generator()))
+    assert len(fast) == len(expected) == 3
+    for ours, theirs in zip(fast, expected, strict=True):
+        assert ours.num_graphs == theirs.num_graphs
+        for name in ("x", "edge_index", "query_mask", "y"):
+            assert torch.equal(getattr(ours, name), getattr(theirs, name)), name
+
+
+def test_batches_refuse_a_bad_batch_size():
+    with pytest.raises(ValueError, match="`batch_size` must be a positive integer, got -1"):
+        next(DictionaryLookup(3).batches(-1))

@@ -1,0 +1,23 @@
+"""Mini-batches of in-memory datasets gathered in a few tensor ops, in the order
+and layout of PyG's ``DataLoader``, for datasets whose collation costs more
+than the model's step (thousands of small :class:`Data` objects a batch)."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+
+def loader_order(num_examples: int, generator: Optional[torch.Generator]) -> Tensor:
+    """The order in which ``DataLoader(dataset, shuffle=generator is not None,
+    generator=generator)`` visits the examples, drawing from ``generator``
+    what the loader draws before its first batch: its iterator's base seed,
+    then its sampler's permutation. So augmentation drawn from the same
+    generator between batches gets the numbers it got behind the loader (the
+    loader draws one more permutation once exhausted, which nothing after an
+    epoch reads here)."""
+    if generator is None:
+        return torch.arange(num_examples)
+    torch.empty((), dtype=torch.int64).random_(generator=generator)
+    return torch.randperm(num_examples, generator=generator)
