@@ -170,6 +170,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if args.patience < 1:
             raise ValueError(f"--patience must be a positive integer, got {args.patience}")
         overrides["patience"] = args.patience
+    # the regularisation, for diagnostics chosen on validation (the paper gives no
+    # recipe for GCN+HISTOGRAPH); recorded settings, like the patience
+    if args.weight_decay is not None:
+        if not 0.0 <= args.weight_decay < float("inf"):
+            raise ValueError(f"--weight-decay must be a finite number >= 0, got {args.weight_decay}")
+        overrides["weight_decay"] = args.weight_decay
+    if args.dropout is not None:
+        if not 0.0 <= args.dropout < 1.0:
+            raise ValueError(f"--dropout must lie in [0, 1), got {args.dropout}")
+        overrides["dropout"] = args.dropout
     settings = replace(BUDGETS[args.budget], seed=args.seed, **overrides)
     if min(settings.depths) < 1:
         raise ValueError(f"--depths must be positive integers, got {list(settings.depths)}")
@@ -205,6 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--patience", type=int, default=None,
                         help="epochs to go on after the selected one (default: the budget's, "
                              "100 for the full protocol); not the protocol when changed")
+    parser.add_argument("--weight-decay", type=float, default=None,
+                        help="Adam's weight decay (default 5e-4); not the protocol when changed")
+    parser.add_argument("--dropout", type=float, default=None,
+                        help="dropout on the input and after every layer (default 0.5); not "
+                             "the protocol when changed")
     parser.add_argument("--root", default=None,
                         help="data root with planetoid/Cora and planetoid/CiteSeer "
                              "(default $PYG_AGG_DATA, then ./datasets)")

@@ -244,6 +244,9 @@ def test_tu_resume_refuses_another_readout_lr_in_one_line(tmp_path, shared_data)
     ("histograph_deep_gcn", ["--depths", "0", "2"],
      r"--depths must be positive integers, got \[0, 2\]"),
     ("histograph_deep_gcn", ["--patience", "0"], "--patience must be a positive integer, got 0"),
+    ("histograph_deep_gcn", ["--weight-decay", "-1"],
+     "--weight-decay must be a finite number >= 0, got -1.0"),
+    ("histograph_deep_gcn", ["--dropout", "1"], r"--dropout must lie in \[0, 1\), got 1.0"),
 ])
 def test_histograph_bad_options_are_named_before_any_run(name, argv, match, tmp_path):
     with pytest.raises(ValueError, match=match):
@@ -268,6 +271,19 @@ def test_deep_gcn_patience_option_is_a_recorded_setting(tmp_path, shared_data, c
     for depth in ("2", "3"):
         for seed in results["details"]["GCN"]["Cora"][depth]["seeds"]:
             assert seed["trained_epochs"] == 3
+
+
+def test_deep_gcn_regularisation_options_are_recorded_settings(tmp_path, shared_data, cache_dir):
+    models = ["--models", "GCN", "--depths", "2", "--datasets", "Cora"]
+    results = run_on_data("histograph_deep_gcn", tmp_path, shared_data, *models,
+                          "--weight-decay", "0.005", "--dropout", "0.6", "--stop-after-epochs", "1")
+    assert results is None  # paused: the settings are in the run's record
+    with pytest.raises(ValueError) as err:
+        run_on_data("histograph_deep_gcn", tmp_path, shared_data, *models, "--resume")
+    message = str(err.value)
+    assert "\n" not in message
+    assert "dropout (checkpoint 0.6, now 0.5)" in message
+    assert "weight_decay (checkpoint 0.005, now 0.0005)" in message
 
 
 def test_select_epoch_prefers_validation_accuracy_then_loss():
