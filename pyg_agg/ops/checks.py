@@ -1,39 +1,20 @@
 """Input validation shared by every kernel: clear errors naming the argument."""
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from typing import Optional, TypeVar
+from typing import Optional
 
 import torch
 from torch import Tensor
-from torch.utils.weak import WeakIdKeyDictionary
+
+from pyg_agg.ops.memo import remembered
 
 _validation_enabled = True
 
-# What the data-dependent checks found in a tensor, keyed by the tensor object
-# and valid while its version counter is unchanged: a graph's index is scanned
-# once, not by every layer in every epoch that reads it. (A write through
-# ``.data`` does not bump the counter; rebuild the tensor after one.)
-_SEEN: WeakIdKeyDictionary = WeakIdKeyDictionary()
-_Found = TypeVar("_Found")
-
-
-def _remembered(tensor: Tensor, what: Hashable, compute: Callable[[], _Found]) -> _Found:
-    """``compute()`` (host values, no tensors), once per version of ``tensor``."""
-    if tensor.is_inference():  # no version counter to tell a write
-        return compute()
-    version = tensor._version
-    entry = _SEEN.get(tensor)
-    if entry is None or entry[0] != version:
-        entry = _SEEN[tensor] = (version, {})
-    found = entry[1]
-    if what not in found:
-        found[what] = compute()
-    return found[what]
-
 
 def index_range(index: Tensor) -> tuple[int, int]:
-    """``(min, max)`` of a non-empty 1-D integer tensor, remembered per version.
+    """``(min, max)`` of a non-empty 1-D integer tensor, remembered per version
+    (:func:`~pyg_agg.ops.memo.remembered`): a graph's index is scanned once, not
+    by every layer in every epoch that reads it.
 
     A view (such as ``edge_index[0]``, a new object at every call) is
     remembered under the tensor it views, by its place in it.
@@ -44,9 +25,9 @@ def index_range(index: Tensor) -> tuple[int, int]:
 
     base = index._base
     if type(base) is not Tensor:  # not a view, or of a subclass whose layout may differ
-        return _remembered(index, "range", scan)
+        return remembered(index, "range", scan)
     place = (index.dtype, index.storage_offset(), index.stride(0), index.numel())
-    return _remembered(base, ("range", *place), scan)
+    return remembered(base, ("range", *place), scan)
 
 
 def set_validation(enabled: bool) -> None:
@@ -129,7 +110,7 @@ def check_ptr(ptr: Tensor, src: Tensor, dim: int) -> int:
     if ptr.device != src.device:
         raise RuntimeError(f"`ptr` is on {ptr.device} but `src` is on {src.device}")
     if _validation_enabled and not torch.compiler.is_compiling():
-        first, last, ordered = _remembered(ptr, "ptr", lambda: (
+        first, last, ordered = remembered(ptr, "ptr", lambda: (
             int(ptr[0]), int(ptr[-1]), ptr.numel() == 1 or not bool((ptr[1:] < ptr[:-1]).any())))
         if first != 0 or last != src.size(dim):
             raise ValueError(

@@ -22,16 +22,15 @@ part of the graph), nor for inference tensors (made under
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
 
 import torch
 from torch import Tensor
-from torch.utils.weak import WeakIdKeyDictionary
 
 from pyg_agg.ops.backend import resolve_backend
 from pyg_agg.ops.checks import check_index
+from pyg_agg.ops.memo import remembered
 
 FLOWS = ("source_to_target", "target_to_source")
 
@@ -122,36 +121,14 @@ def transpose_csr(ptr: Tensor, col: Tensor, num_sources: int) -> tuple[Tensor, T
     the row of position ``p`` (``num_rows`` for a parked one).
 
     Remembered for the same ``ptr`` and ``col`` objects while neither is
-    written (their version counters), so that every backward over a cached
-    :class:`CSRGraph` reuses one transpose; nothing is kept under
-    :func:`torch.compile`.
+    written (:func:`~pyg_agg.ops.memo.remembered`), so that every backward
+    over a cached :class:`CSRGraph` reuses one transpose.
     """
-    if torch.compiler.is_compiling() or not (_versioned(ptr) and _versioned(col)):
-        return _transpose(ptr, col, num_sources)
-    seen = _TRANSPOSES.get(col)
-    if seen is not None:
-        col_version, ptr_ref, ptr_version, sources, transposed = seen
-        if (col_version == col._version and ptr_ref() is ptr and ptr_version == ptr._version
-                and sources == num_sources):
-            return transposed
-    transposed = _transpose(ptr, col, num_sources)
-    _TRANSPOSES[col] = (col._version, weakref.ref(ptr), ptr._version, num_sources, transposed)
-    return transposed
+    def transpose() -> tuple[Tensor, Tensor, Tensor]:
+        csc_ptr, csc_pos = sort_segments(col, num_sources)
+        return csc_ptr, csc_pos, position_rows(ptr, col.numel())
 
-
-# col -> (its version, weakref to ptr, ptr's version, num_sources, transpose)
-_TRANSPOSES: WeakIdKeyDictionary = WeakIdKeyDictionary()
-
-
-def _transpose(ptr: Tensor, col: Tensor, num_sources: int) -> tuple[Tensor, Tensor, Tensor]:
-    csc_ptr, csc_pos = sort_segments(col, num_sources)
-    return csc_ptr, csc_pos, position_rows(ptr, col.numel())
-
-
-def _versioned(obj: Any) -> bool:
-    """Whether ``obj`` is a tensor whose in-place writes are counted (inference
-    tensors have no version counter), so that a cache keyed by it can tell."""
-    return isinstance(obj, Tensor) and not obj.is_inference()
+    return remembered(col, ("transpose", num_sources), transpose, also=(ptr,))
 
 
 def position_rows(ptr: Tensor, num_positions: int) -> Tensor:
@@ -231,10 +208,6 @@ def _read_adjacency(adj: Any, num_sources: int, num_targets: int) -> Edges:
     return Edges(source.long(), target.long(), kind, values, key, num_sources, num_targets)
 
 
-# graph object -> {(version, node counts, flow, options): CSRGraph}
-_CACHE: WeakIdKeyDictionary = WeakIdKeyDictionary()
-
-
 def target_csr(edges: Edges, rows: Optional[Tensor] = None, sources: Optional[Tensor] = None,
                options: tuple = ()) -> CSRGraph:
     """The CSR of ``edges`` sorted by target (``edges.num_targets`` rows),
@@ -257,19 +230,9 @@ def target_csr(edges: Edges, rows: Optional[Tensor] = None, sources: Optional[Te
         return CSRGraph(key.crow_indices().long(), edges.source, None, num_sources)
     rows = edges.target if rows is None else rows
     sources = edges.source if sources is None else sources
-    if torch.compiler.is_compiling() or not _versioned(key):
-        return _sort_by_row(rows, sources, num_rows, num_sources)
-    version = key._version
-    entry = (version, num_rows, num_sources, edges.flow, options)
-    per_graph = _CACHE.setdefault(key, {})
-    graph = per_graph.get(entry)
-    if graph is None:
-        # entries of an older version are never read again; other options on the
-        # same graph (two kinds of layer in one model) stay
-        for stale in [k for k in per_graph if k[0] != version]:
-            del per_graph[stale]
-        graph = per_graph[entry] = _sort_by_row(rows, sources, num_rows, num_sources)
-    return graph
+    # other options on the same graph (two kinds of layer in one model) are other entries
+    return remembered(key, ("csr", num_rows, num_sources, edges.flow, options),
+                      lambda: _sort_by_row(rows, sources, num_rows, num_sources))
 
 
 def _sort_by_row(rows: Tensor, sources: Tensor, num_rows: int, num_sources: int) -> CSRGraph:
