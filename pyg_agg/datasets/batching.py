@@ -3,7 +3,7 @@ and layout of PyG's ``DataLoader``, for datasets whose collation costs more
 than the model's step (thousands of small :class:`Data` objects a batch)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional, TypeVar
 
 import torch
 from torch import Tensor
@@ -21,3 +21,11 @@ def loader_order(num_examples: int, generator: Optional[torch.Generator]) -> Ten
         return torch.arange(num_examples)
     torch.empty((), dtype=torch.int64).random_(generator=generator)
     return torch.randperm(num_examples, generator=generator)
+
+
+_Batch = TypeVar("_Batch", bound=NamedTuple)
+
+
+def batch_to(batch: _Batch, device: torch.device) -> _Batch:
+    """A batch (a named tuple of tensors and counts) with its tensors on ``device``."""
+    return type(batch)(*(f.to(device) if isinstance(f, Tensor) else f for f in batch))

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
 
-from pyg_agg.datasets.batching import loader_order
+from pyg_agg.datasets.batching import batch_to, loader_order
 
 SPLITS = ("train", "test")
 
@@ -42,8 +42,7 @@ class LookupBatch(NamedTuple):
     num_graphs: int
 
     def to(self, device: torch.device) -> "LookupBatch":
-        return LookupBatch(self.x.to(device), self.edge_index.to(device),
-                           self.query_mask.to(device), self.y.to(device), self.num_graphs)
+        return batch_to(self, device)
 
 
 class DictionaryLookup(InMemoryDataset):

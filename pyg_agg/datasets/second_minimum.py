@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
 
-from pyg_agg.datasets.batching import loader_order
+from pyg_agg.datasets.batching import batch_to, loader_order
 
 
 def integer_bits(values: Tensor, num_bits: int) -> Tensor:
@@ -27,7 +27,7 @@ class SetBatch(NamedTuple):
     num_graphs: int
 
     def to(self, device: torch.device) -> "SetBatch":
-        return SetBatch(self.x.to(device), self.batch.to(device), self.y.to(device), self.num_graphs)
+        return batch_to(self, device)
 
 
 class SecondMinimum(InMemoryDataset):
