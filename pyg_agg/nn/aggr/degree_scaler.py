@@ -263,11 +263,8 @@ class DegreeScalerAggregation(Aggregation):
                                  zip(stacked.index_select(0, perm).split(sizes), combined.unbind(0),
                                      strict=True)])
                 return out.new_empty(out.shape).index_copy(0, perm, out)
-        if towers == 1:  # one plain matmul: einsum's general path costs more on small inputs
-            per_scaler = (stacked.reshape(num_nodes, width)
-                          @ weight[0].reshape(-1, width).t()).view(num_nodes, 1, num_scalers, -1)
-        else:
-            per_scaler = torch.einsum("ntk,tsok->ntso", stacked, weight)
+        per_scaler = _tower_matmul(stacked, weight.reshape(towers, -1, width))
+        per_scaler = per_scaler.view(num_nodes, towers, num_scalers, -1)
         if self.scalers == ["identity"]:
             return per_scaler.squeeze(2)
         scale = self.scales(count, stacked.dtype).view(num_nodes, 1, num_scalers, 1)
