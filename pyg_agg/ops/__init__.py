@@ -10,7 +10,15 @@ from pyg_agg.ops.backend import (
     use_backend,
 )
 from pyg_agg.ops.checks import check_index, check_ptr, set_validation
-from pyg_agg.ops.graph import CSRGraph, Edges, read_edges, sort_segments, target_csr
+from pyg_agg.ops.graph import (
+    CSRGraph,
+    DegreeGroups,
+    Edges,
+    degree_groups,
+    read_edges,
+    sort_segments,
+    target_csr,
+)
 from pyg_agg.ops.lcm_tree import SegmentLayout, TreeLevel, balanced_tree_reduce, tree_level
 from pyg_agg.ops.multi import STATISTICS, multi_aggregate, segment_statistics, stacked_statistics
 from pyg_agg.ops.native import HAS_NATIVE, HAS_TRITON
@@ -21,6 +29,7 @@ from pyg_agg.ops.softmax import scatter_softmax
 __all__ = [
     "BACKENDS",
     "CSRGraph",
+    "DegreeGroups",
     "Edges",
     "HAS_NATIVE",
     "HAS_TORCH_SCATTER",
@@ -32,6 +41,7 @@ __all__ = [
     "balanced_tree_reduce",
     "check_index",
     "check_ptr",
+    "degree_groups",
     "dynamic_attention",
     "get_backend",
     "index_to_ptr",

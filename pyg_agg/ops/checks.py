@@ -122,6 +122,27 @@ def check_ptr(ptr: Tensor, src: Tensor, dim: int) -> int:
     return ptr.numel() - 1
 
 
+def check_permutation(order: Tensor, size: int, like: Tensor, name: str) -> Tensor:
+    """Validates ``order`` as a permutation of ``range(size)`` on ``like``'s
+    device; returns it as int64. The scan (every entry once) is remembered per
+    version, like the index checks."""
+    if not isinstance(order, Tensor) or order.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"`{name}` must be an integer torch.Tensor (a permutation of the rows)")
+    if order.dim() != 1 or order.numel() != size:
+        raise ValueError(f"`{name}` must have shape ({size},) (a permutation of the rows), "
+                         f"got {tuple(order.shape)}")
+    if order.device != like.device:
+        raise RuntimeError(f"`{name}` is on {order.device} but `src` is on {like.device}")
+    if _validation_enabled and not torch.compiler.is_compiling() and size > 0:
+        def scan() -> bool:
+            lo, hi = torch.aminmax(order)
+            return (int(lo) >= 0 and int(hi) < size
+                    and bool((torch.bincount(order, minlength=size) == 1).all()))
+        if not remembered(order, "permutation", scan):
+            raise ValueError(f"`{name}` must hold each of 0..{size - 1} exactly once")
+    return order.long()
+
+
 def normalize_dim(src: Tensor, dim: int) -> int:
     d = dim + src.dim() if dim < 0 else dim
     if not 0 <= d < max(src.dim(), 1):

@@ -131,6 +131,31 @@ def transpose_csr(ptr: Tensor, col: Tensor, num_sources: int) -> tuple[Tensor, T
     return remembered(col, ("transpose", num_sources), transpose, also=(ptr,))
 
 
+class DegreeGroups(NamedTuple):
+    """The rows of a CSR grouped by degree (:func:`degree_groups`)."""
+
+    degrees: Tensor  # [D] the distinct degrees, ascending
+    order: Tensor  # [N] the rows, stably sorted by degree
+    sizes: list[int]  # how many rows have each degree
+
+
+def degree_groups(ptr: Tensor) -> DegreeGroups:
+    """The rows of the CSR ``ptr`` grouped by degree: the rows of degree
+    ``degrees[g]`` are the ``sizes[g]`` entries of ``order`` after the first
+    ``sum(sizes[:g])``.
+
+    Remembered per ``ptr`` object while it is not written
+    (:func:`~pyg_agg.ops.memo.remembered`): every layer of a model over the
+    same graph shares one grouping.
+    """
+    def group() -> DegreeGroups:
+        degrees, group_of_row = torch.unique(ptr.diff(), return_inverse=True)
+        group_ptr, order = sort_segments(group_of_row, degrees.numel())
+        return DegreeGroups(degrees, order, group_ptr.diff().tolist())
+
+    return remembered(ptr, "degree_groups", group)
+
+
 def position_rows(ptr: Tensor, num_positions: int) -> Tensor:
     """The row of each of ``num_positions`` CSR positions; ``ptr.numel() - 1``
     for the parked positions past ``ptr[-1]``."""

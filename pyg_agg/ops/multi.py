@@ -11,7 +11,7 @@ from torch.autograd.function import once_differentiable
 
 from pyg_agg.ops import native
 from pyg_agg.ops.backend import resolve_backend
-from pyg_agg.ops.checks import check_index, check_ptr
+from pyg_agg.ops.checks import check_index, check_permutation, check_ptr
 from pyg_agg.ops.graph import sort_segments
 from pyg_agg.ops.scatter import fill_empty, scatter_unchecked, segment_counts
 from pyg_agg.ops.segment import ptr_to_index
@@ -141,6 +141,7 @@ def stacked_statistics(
     shift: Optional[Tensor] = None,
     std_mode: str = "pyg",
     eps: float = 1e-5,
+    row_order: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor]:
     r"""The statistics of a multi-aggregation, stacked: :func:`segment_statistics`
     in the order of ``stats``, as one ``[N, A, F]`` tensor, of the values
@@ -164,6 +165,11 @@ def stacked_statistics(
         stats: Some of ``sum, mean, min, max, var, std``, in the order wanted
             (repeats allowed).
         shift: ``[N, F]`` added to every value of row ``i``, or None.
+        row_order: ``[N]``, a permutation of the rows: output row ``k`` holds
+            row ``row_order[k]`` (e.g. the rows grouped by degree, see
+            :func:`pyg_agg.ops.degree_groups`), written in place by the
+            epilogue instead of gathered after it, forward and backward.
+            None: the rows in order. ``counts`` stays in row order.
 
     Returns:
         ``([N, A, F], counts [N] int64)``.
@@ -179,12 +185,14 @@ def stacked_statistics(
                              f"CSR row), got {got}")
         shift = shift.to(src.dtype)
     counts, (total, m2, low, high), use_native = _csr_primitives(src, ptr, col, edge_term, names)
+    if row_order is not None:
+        row_order = check_permutation(row_order, counts.numel(), src, "row_order")
     if use_native and native.has_kernels(src.device.type):
         kinds = [STACKABLE.index(name) for name in names]
         return native.stack_statistics(total, m2, low, high, counts, shift, kinds, eps,
-                                       std_mode == "pyg"), counts
-    return stack_statistics_reference(names, counts, total, m2, low, high, shift, std_mode,
-                                      eps), counts
+                                       std_mode == "pyg", row_order), counts
+    stacked = stack_statistics_reference(names, counts, total, m2, low, high, shift, std_mode, eps)
+    return (stacked if row_order is None else stacked.index_select(0, row_order)), counts
 
 
 def stack_statistics_reference(names: tuple[str, ...], counts: Tensor, total: Tensor, m2: Tensor,

@@ -76,15 +76,16 @@ _LIB.define(
 # segment_stats (see csrc/cpu/stack_statistics.cpp): slot a holds statistic
 # kinds[a] (multi.STACKABLE's codes: sum, mean, min, max, var, std), the values
 # shifted per row by shift (sum by d * shift, var/std not at all); empty rows 0.
-# Primitives no kind reads may be [0].
+# Primitives no kind reads may be [0]. Output row k holds row row_order[k] (a
+# permutation of the rows, checked by the caller), or row k without one.
 _LIB.define(
     "stack_statistics(Tensor total, Tensor m2, Tensor low, Tensor high, Tensor counts, "
-    "Tensor? shift, int[] kinds, float eps, bool pyg_mode) -> Tensor"
+    "Tensor? shift, int[] kinds, float eps, bool pyg_mode, Tensor? row_order=None) -> Tensor"
 )
 # Gradients of (total, m2, low, high, shift); [0] where not read (shift: has_shift false).
 _LIB.define(
     "stack_statistics_backward(Tensor grad, Tensor m2, Tensor counts, int[] kinds, float eps, "
-    "bool pyg_mode, bool has_shift) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"
+    "bool pyg_mode, bool has_shift, Tensor? row_order=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
 # Stable counting sort of a segment index with entries in [0, buckets): returns
 # (ptr [buckets + 1], perm [E]), bucket b's entries in input order being
@@ -292,13 +293,15 @@ _SHIFTED = (0, 1, 2, 3)
 
 
 @torch.library.register_fake("pyg_agg::stack_statistics")
-def _stack_statistics_fake(total, m2, low, high, counts, shift, kinds, eps, pyg_mode):
+def _stack_statistics_fake(total, m2, low, high, counts, shift, kinds, eps, pyg_mode,
+                           row_order=None):
     like = next(t for t in (total, m2, low, high) if t.dim() == 2)
     return like.new_empty((counts.shape[0], len(kinds), like.shape[1]))
 
 
 @torch.library.register_fake("pyg_agg::stack_statistics_backward")
-def _stack_statistics_backward_fake(grad, m2, counts, kinds, eps, pyg_mode, has_shift):
+def _stack_statistics_backward_fake(grad, m2, counts, kinds, eps, pyg_mode, has_shift,
+                                    row_order=None):
     rows, channels = grad.shape[0], grad.shape[2]
 
     def made(codes):
@@ -311,19 +314,19 @@ def _stack_statistics_backward_fake(grad, m2, counts, kinds, eps, pyg_mode, has_
 
 
 def _stack_setup_context(ctx, inputs, output):
-    _total, m2, _low, _high, counts, shift, kinds, eps, pyg_mode = inputs
+    _total, m2, _low, _high, counts, shift, kinds, eps, pyg_mode, row_order = inputs
     ctx.kinds, ctx.eps, ctx.pyg_mode, ctx.has_shift = kinds, eps, pyg_mode, shift is not None
-    ctx.save_for_backward(m2, counts)
+    ctx.save_for_backward(m2, counts, row_order)
 
 
 def _stack_backward(ctx, grad):
-    m2, counts = ctx.saved_tensors
+    m2, counts, row_order = ctx.saved_tensors
     grads = torch.ops.pyg_agg.stack_statistics_backward(grad, m2, counts, ctx.kinds, ctx.eps,
-                                                         ctx.pyg_mode, ctx.has_shift)
+                                                         ctx.pyg_mode, ctx.has_shift, row_order)
     g_total, g_m2, g_low, g_high, g_shift = (
         g if needed and g.numel() > 0 else None
         for g, needed in zip(grads, (ctx.needs_input_grad[i] for i in (0, 1, 2, 3, 5)), strict=True))
-    return g_total, g_m2, g_low, g_high, None, g_shift, None, None, None
+    return g_total, g_m2, g_low, g_high, None, g_shift, None, None, None, None
 
 
 torch.library.register_autograd("pyg_agg::stack_statistics", _stack_backward,
@@ -408,10 +411,12 @@ def needs_ties(*inputs: Optional[Tensor]) -> bool:
 
 def stack_statistics(total: Tensor, m2: Tensor, low: Tensor, high: Tensor, counts: Tensor,
                      shift: Optional[Tensor], kinds: list[int], eps: float,
-                     pyg_mode: bool) -> Tensor:
+                     pyg_mode: bool, row_order: Optional[Tensor] = None) -> Tensor:
     """Unchecked call of the native epilogue: the statistics ``kinds`` stacked as
     ``[N, A, F]`` from the primitives of :func:`segment_stats` and int64
-    ``counts`` (see :func:`pyg_agg.ops.stacked_statistics`)."""
+    ``counts``, in ``row_order`` (a permutation) when given (see
+    :func:`pyg_agg.ops.stacked_statistics`)."""
     return torch.ops.pyg_agg.stack_statistics(total, m2, low, high, counts.contiguous(),
                                               None if shift is None else shift.contiguous(),
-                                              kinds, float(eps), pyg_mode)
+                                              kinds, float(eps), pyg_mode,
+                                              None if row_order is None else row_order.contiguous())

@@ -280,10 +280,11 @@ class PNASimpleConv(nn.Module):
         # edges (sorted once per graph): no [E, F] message tensor exists
         num_nodes = x.size(0)
         graph = target_csr(read_edges(edge_index, num_nodes, num_nodes))
-        stacked, count = self.aggr.gathered_statistics(x, graph.ptr, graph.col, None)
+        groups = self.aggr.degree_groups(graph.ptr)  # the nodes by degree, or None
+        stacked, count = self.aggr.gathered_statistics(x, graph.ptr, graph.col, None, None, groups)
         # W [s_1 a || s_2 a || s_3 a] (scaler-major, as PyG orders them) = sum_s s (W_s a)
         weight = self.lin.weight.view(1, self.out_channels, len(PNA_SCALERS), -1).transpose(1, 2)
-        out = self.aggr.scaled_linear(stacked.reshape(num_nodes, 1, -1), count, weight)
+        out = self.aggr.scaled_linear(stacked.reshape(num_nodes, 1, -1), count, weight, groups)
         return out.squeeze(1) + self.lin.bias
 
     def __repr__(self) -> str:

@@ -3,7 +3,7 @@ import pytest
 import torch
 from torch_geometric import EdgeIndex
 
-from pyg_agg.ops import HAS_NATIVE, HAS_TORCH_SPARSE, read_edges, target_csr, use_backend
+from pyg_agg.ops import HAS_NATIVE, HAS_TORCH_SPARSE, degree_groups, read_edges, target_csr, use_backend
 from pyg_agg.ops.graph import sort_segments, transpose_csr
 
 NUM_SRC, NUM_DST = 6, 5
@@ -169,3 +169,14 @@ def test_native_sort_is_the_same_for_every_thread_count():
         torch.set_num_threads(previous)
     for ptr, perm in results[1:]:
         assert torch.equal(ptr, results[0][0]) and torch.equal(perm, results[0][1])
+
+
+def test_degree_groups_orders_the_rows_by_degree_once_per_graph():
+    count = torch.tensor([2, 0, 3, 2, 0, 1, 3, 2])
+    ptr = torch.cat([count.new_zeros(1), count.cumsum(0)])
+    groups = degree_groups(ptr)
+    assert groups.degrees.tolist() == [0, 1, 2, 3] and groups.sizes == [2, 1, 3, 2]
+    assert groups.order.tolist() == [1, 4, 5, 0, 3, 7, 2, 6]  # stable within a degree
+    assert degree_groups(ptr) is groups  # kept for the same ptr
+    ptr[-1] += 1
+    assert degree_groups(ptr).sizes == [2, 1, 2, 3]  # a write drops it (the last row: 3)

@@ -177,14 +177,16 @@ STACKS = [("mean", "min", "max", "std"), ("sum", "var", "std", "mean", "sum"), (
 @pytest.mark.parametrize("backend", ["native", "torch"])
 @pytest.mark.parametrize("stats", STACKS)
 @pytest.mark.parametrize("std_mode", ["pyg", "eps"])
-def test_stacked_statistics_gradcheck(backend, stats, std_mode):
+@pytest.mark.parametrize("ordered", [False, True])
+def test_stacked_statistics_gradcheck(backend, stats, std_mode, ordered):
     ptr, col, num_sources = gather_graph()  # rows 10 and 11 are empty
     src = torch.randn(num_sources, 3, dtype=torch.double, requires_grad=True)
     term = torch.randn(col.numel(), 3, dtype=torch.double, requires_grad=True)
     shift = torch.randn(ptr.numel() - 1, 3, dtype=torch.double, requires_grad=True)
+    order = torch.randperm(ptr.numel() - 1, generator=torch.Generator().manual_seed(3)) if ordered else None
 
     def run(src, term, shift):
-        return stacked_statistics(src, ptr, col, term, stats, shift, std_mode)[0]
+        return stacked_statistics(src, ptr, col, term, stats, shift, std_mode, row_order=order)[0]
 
     with use_backend(backend):
         assert torch.autograd.gradcheck(run, (src, term, shift))
@@ -221,6 +223,24 @@ def test_stacked_statistics_native_equals_reference_and_the_shifted_messages(dty
                                    rtol=4 * tolerance, msg=name)
 
 
+@pytest.mark.parametrize("backend", ["native", "torch"])
+def test_stacked_statistics_in_a_row_order_are_the_rows_reordered(backend):
+    ptr, col, num_sources = gather_graph()
+    order = torch.randperm(ptr.numel() - 1, generator=torch.Generator().manual_seed(5))
+    src = torch.randn(num_sources, 4, requires_grad=True)
+    shift = torch.randn(ptr.numel() - 1, 4, requires_grad=True)
+    weight = torch.randn(ptr.numel() - 1, 4, 4)
+    results = []
+    with use_backend(backend):
+        for row_order in (order, None):
+            out, counts = stacked_statistics(src, ptr, col, None, STACKS[0], shift, row_order=row_order)
+            out = out if row_order is not None else out[order]
+            results.append((out, counts, *torch.autograd.grad((out * weight).sum(), [src, shift])))
+    assert torch.equal(results[0][1], ptr.diff())  # the counts stay in row order
+    for ordered, gathered in zip(*results, strict=True):
+        torch.testing.assert_close(ordered, gathered)
+
+
 def test_stacked_statistics_without_grad_and_in_a_compiled_graph():
     ptr, col, num_sources = gather_graph()
     src, shift = torch.randn(num_sources, 4), torch.randn(ptr.numel() - 1, 4)
@@ -248,6 +268,13 @@ def test_stacked_statistics_validates_its_inputs():
         stacked_statistics(src, ptr, col, shift=torch.randn(3, 3))
     with pytest.raises(ValueError, match="`col` contains"):
         stacked_statistics(src, ptr, col + num_sources)
+    rows = ptr.numel() - 1
+    with pytest.raises(ValueError, match=r"`row_order` must hold each of 0\.\.11 exactly once"):
+        stacked_statistics(src, ptr, col, row_order=torch.zeros(rows, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"`row_order` must have shape \(12,\)"):
+        stacked_statistics(src, ptr, col, row_order=torch.arange(rows - 1))
+    with pytest.raises(TypeError, match="`row_order` must be an integer"):
+        stacked_statistics(src, ptr, col, row_order=torch.arange(rows).float())
 
 
 def test_segment_statistics_validates_its_inputs():
@@ -343,13 +370,13 @@ def test_triton_kernels_match_cpu_kernels_under_the_interpreter(triton_interpret
             for kinds in ([1, 2, 3, 5], [0, 4, 5, 1, 0], [3]):
                 prims = [cpu[0] if {0, 1} & set(kinds) else none, cpu[1] if {4, 5} & set(kinds) else none,
                          cpu[2] if 2 in kinds else none, cpu[3] if 3 in kinds else none]
-                for sh in (shift, None):
+                for sh, order in ((shift, None), (None, None), (shift, torch.randperm(n))):
                     for pyg_mode in (True, False):
-                        a = native.stack_statistics(*prims, ptr.diff(), sh, kinds, 1e-5, pyg_mode)
-                        b = stack_kernels.stack_statistics(*prims, ptr.diff(), sh, kinds, 1e-5, pyg_mode)
+                        a = native.stack_statistics(*prims, ptr.diff(), sh, kinds, 1e-5, pyg_mode, order)
+                        b = stack_kernels.stack_statistics(*prims, ptr.diff(), sh, kinds, 1e-5, pyg_mode, order)
                         assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
                         g = torch.randn(n, len(kinds), f, dtype=dtype)
-                        args = (g, prims[1], ptr.diff(), kinds, 1e-5, pyg_mode, sh is not None)
+                        args = (g, prims[1], ptr.diff(), kinds, 1e-5, pyg_mode, sh is not None, order)
                         for a, b in zip(torch.ops.pyg_agg.stack_statistics_backward(*args),
                                         stack_kernels.stack_statistics_backward(*args)):
                             assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5), (a - b).abs().max()

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from torch_geometric.nn.aggr import Aggregation
 
-from pyg_agg.ops import check_index, multi_aggregate, sort_segments, stacked_statistics
+from pyg_agg.ops import DegreeGroups, check_index, degree_groups, multi_aggregate, stacked_statistics
 
 AGGREGATORS = ("mean", "sum", "min", "max", "var", "std", "moment3", "moment4", "moment5")
 SCALERS = ("identity", "amplification", "attenuation", "linear", "inverse_linear")
@@ -21,7 +21,8 @@ _BASE_STAT = {"mean": "mean", "sum": "sum", "min": "min", "max": "max", "var": "
 _LOG_SCALERS = ("amplification", "attenuation")
 _LIN_SCALERS = ("linear", "inverse_linear")
 # `scaled_linear` groups the nodes by degree when the batch has at most this many
-# distinct degrees (one small matmul each) and on average this many nodes per degree.
+# distinct degrees (one small matmul each) and on average this many nodes per degree
+# (see `DegreeScalerAggregation.degree_groups`).
 _MAX_DEGREE_GROUPS = 64
 _MIN_GROUP_ROWS = 16
 
@@ -197,17 +198,20 @@ class DegreeScalerAggregation(Aggregation):
                 and any(a in ("mean", "sum", "min", "max") for a in self.aggregators))
 
     def gathered_statistics(self, src: Tensor, ptr: Tensor, col: Tensor,
-                            edge_term: Optional[Tensor],
-                            shift: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+                            edge_term: Optional[Tensor], shift: Optional[Tensor] = None,
+                            groups: Optional[DegreeGroups] = None) -> tuple[Tensor, Tensor]:
         r""":meth:`statistics` of the messages
         :math:`x_e = \mathrm{src}[\mathrm{col}_e] + \mathrm{edge\_term}_e +
         \mathrm{shift}_i` of CSR row :math:`i` (``ptr``), without building them
         (:func:`pyg_agg.ops.stacked_statistics`; ``None``: no term, no shift).
-        Only when :attr:`gathers`.
+        Only when :attr:`gathers`. With ``groups`` (from :meth:`degree_groups`)
+        the stacked rows come out in ``groups.order``, as :meth:`scaled_linear`
+        takes them; the counts stay in node order.
         """
         return stacked_statistics(src, ptr, col, edge_term,
                                   stats=[_BASE_STAT[a] for a in self.aggregators], shift=shift,
-                                  std_mode=self.std_mode, eps=self.eps)
+                                  std_mode=self.std_mode, eps=self.eps,
+                                  row_order=None if groups is None else groups.order)
 
     def _statistic_names(self) -> tuple[str, ...]:
         return tuple(sorted({_BASE_STAT[a] for a in self.aggregators})) + ("count",)
@@ -231,38 +235,48 @@ class DegreeScalerAggregation(Aggregation):
         }
         return torch.stack([factors[s]() for s in self.scalers], dim=1)
 
-    def scaled_linear(self, stacked: Tensor, count: Tensor, weight: Tensor) -> Tensor:
+    def degree_groups(self, ptr: Tensor) -> Optional[DegreeGroups]:
+        """The nodes of the CSR ``ptr`` grouped by in-degree for
+        :meth:`scaled_linear`, or None where it weights every scaler instead:
+        one scaler, more than 64 distinct degrees or fewer than 16 nodes per
+        degree on average (a power-law graph), off CPU, and under
+        ``torch.compile`` (the groups are data-dependent). The grouping is kept
+        per graph (:func:`pyg_agg.ops.degree_groups`)."""
+        if (len(self.scalers) == 1 or ptr.device.type != "cpu"
+                or torch.compiler.is_compiling()):
+            return None
+        groups = degree_groups(ptr)
+        count = groups.degrees.numel()
+        if count <= _MAX_DEGREE_GROUPS and count * _MIN_GROUP_ROWS <= ptr.numel() - 1:
+            return groups
+        return None
+
+    def scaled_linear(self, stacked: Tensor, count: Tensor, weight: Tensor,
+                      groups: Optional[DegreeGroups] = None) -> Tensor:
         r"""The linear map that follows the scalers, :math:`\sum_s s(d_i)\, W_s a_i`,
         without the ``[N, S * K]`` scaled copy of the aggregates.
 
         ``stacked`` ``[N, T, K]`` (``T`` towers, ``K`` = aggregators x channels),
         ``count`` the in-degrees ``[N]``, ``weight`` ``[T, S, O, K]`` (the columns of
-        scaler ``s``); returns ``[N, T, O]``.
+        scaler ``s``); returns ``[N, T, O]`` in node order.
 
-        A scaler depends on its node only through the degree. When the batch has
-        few distinct degrees (a batch of molecules: a handful), the nodes are
-        grouped by degree :math:`d` and each group is multiplied by one combined
-        matrix :math:`M_d = \sum_s s(d)\, W_s`: one matmul per node instead of
-        one per scaler, a third of the FLOPs with PNA's three scalers, forward and
-        backward. With many distinct degrees (a power-law graph), under
-        ``torch.compile`` (the groups are data-dependent) and off CPU, every
-        scaler's product is computed and weighted instead.
+        A scaler depends on its node only through the degree. Given ``groups``
+        (:meth:`degree_groups`; ``stacked``'s rows then come in ``groups.order``,
+        as :meth:`gathered_statistics` writes them), each group of degree
+        :math:`d` is multiplied by one combined matrix
+        :math:`M_d = \sum_s s(d)\, W_s`: one matmul per node instead of one per
+        scaler, a third of the FLOPs with PNA's three scalers, forward and
+        backward. Without, every scaler's product is computed and weighted.
         """
         num_nodes, towers, width = stacked.shape
         num_scalers = weight.size(1)
-        if (num_scalers > 1 and stacked.device.type == "cpu"
-                and not torch.compiler.is_compiling()):
-            degrees, group = torch.unique(count, return_inverse=True)
-            groups = degrees.numel()
-            if groups <= _MAX_DEGREE_GROUPS and groups * _MIN_GROUP_ROWS <= num_nodes:
-                combined = torch.einsum("ds,tsok->dtok", self.scales(degrees, stacked.dtype), weight)
-                ptr, perm = sort_segments(group, groups)
-                # split/unbind, not slices: a slice's backward zero-fills a full-size gradient
-                sizes = ptr.diff().tolist()
-                out = torch.cat([_tower_matmul(rows, matrix) for rows, matrix in
-                                 zip(stacked.index_select(0, perm).split(sizes), combined.unbind(0),
-                                     strict=True)])
-                return out.new_empty(out.shape).index_copy(0, perm, out)
+        if groups is not None:
+            combined = torch.einsum("ds,tsok->dtok", self.scales(groups.degrees, stacked.dtype),
+                                    weight)
+            # split/unbind, not slices: a slice's backward zero-fills a full-size gradient
+            out = torch.cat([_tower_matmul(rows, matrix) for rows, matrix in
+                             zip(stacked.split(groups.sizes), combined.unbind(0), strict=True)])
+            return out.new_empty(out.shape).index_copy(0, groups.order, out)
         per_scaler = _tower_matmul(stacked, weight.reshape(towers, -1, width))
         per_scaler = per_scaler.view(num_nodes, towers, num_scalers, -1)
         if self.scalers == ["identity"]:

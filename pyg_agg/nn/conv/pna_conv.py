@@ -323,17 +323,19 @@ class PNAConv(MessagePassing):
         target_term = target_term.reshape(num_nodes, width)
         source_term = source_term.reshape(num_nodes, width)
         edge_mask = self._explain_edge_mask(source.numel())
+        graph = target_csr(edges)  # sorted once per graph
+        # the nodes grouped by degree for the post-layer (see scaled_linear), or None
+        groups = self.aggr_module.degree_groups(graph.ptr)
         if len(self.pre_nns[0]) == 1 and self.aggr_module.gathers and edge_mask is None:
             # One linear pre-layer: aggregate W_j x_j + W_e e in gather form over
-            # the target-sorted edges (sorted once per graph) and add W_i x_i + b
-            # per node afterwards, so no [E, F] message exists, forward or
-            # backward (but W_e e).
-            graph = target_csr(edges)
+            # the target-sorted edges and add W_i x_i + b per node afterwards, so
+            # no [E, F] message exists, forward or backward (but W_e e). The
+            # statistics come out grouped by degree, ready for the post-layer.
             edge_term = None
             if edge_attr is not None:
                 edge_term = self._edge_term(graph.to_csr_order(edge_attr), w_edge)
             stacked, count = self.aggr_module.gathered_statistics(
-                source_term, graph.ptr, graph.col, edge_term, target_term)
+                source_term, graph.ptr, graph.col, edge_term, target_term, groups)
         else:
             h = target_term.index_select(0, target)
             h += source_term.index_select(0, source)
@@ -344,6 +346,8 @@ class PNAConv(MessagePassing):
             if edge_mask is not None:  # as PyG's explain_message: weight each message
                 h = h * edge_mask.unsqueeze(-1)
             stacked, count = self.aggr_module.statistics(h, target, num_nodes)
+            if groups is not None:
+                stacked = stacked.index_select(0, groups.order)
         num_aggr = len(self.aggregators)
         stacked = stacked.view(num_nodes, num_aggr, towers, f_in).transpose(1, 2)
 
@@ -351,7 +355,7 @@ class PNAConv(MessagePassing):
         # applied after the matmul: W [x || s (x) a] = W_x x + sum_s s (W_s a).
         w_aggr = post_weight[..., f_in:].reshape(towers, f_out, num_scalers, num_aggr * f_in)
         out = self.aggr_module.scaled_linear(stacked.reshape(num_nodes, towers, num_aggr * f_in),
-                                             count, w_aggr.transpose(1, 2))
+                                             count, w_aggr.transpose(1, 2), groups)
         out = out + post_term
         if fold_lin:
             return out.view(num_nodes, self.out_channels)

@@ -5,7 +5,9 @@ whose formulas these repeat).
 One program per (row, block of channels) reads the row's primitives once and
 writes every slot of the stacked ``[N, A, F]`` output; the backward reads the
 row's ``A`` gradient slots once and writes each primitive's gradient once. The
-kind codes (``multi.STACKABLE``) come as a small int32 tensor.
+kind codes (``multi.STACKABLE``) come as a small int32 tensor. With a
+``row_order``, program ``r`` serves row ``row_order[r]``: output (and gradient)
+row ``r``, primitive row ``row_order[r]``.
 """
 from __future__ import annotations
 
@@ -38,27 +40,31 @@ def _std(var, eps, PYG_MODE: tl.constexpr):
 
 
 @triton.jit
-def _row(m2, counts, channels, eps, HAS_M2: tl.constexpr, PYG_MODE: tl.constexpr,
-         ACC: tl.constexpr, BLOCK_F: tl.constexpr):
-    """This program's row and channels, the row's count, degree (at least 1),
-    variance and std."""
-    row = tl.program_id(0)
+def _row(m2, counts, order, channels, eps, HAS_M2: tl.constexpr, HAS_ORDER: tl.constexpr,
+         PYG_MODE: tl.constexpr, ACC: tl.constexpr, BLOCK_F: tl.constexpr):
+    """This program's output row, its primitives' row and channels, the row's
+    count, degree (at least 1), variance and std."""
+    out_row = tl.program_id(0)
+    if HAS_ORDER:
+        row = tl.load(order + out_row)
+    else:
+        row = out_row
     f = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)
     fmask = f < channels
     offs = row * channels + f
     count = tl.load(counts + row)
     degree = tl.maximum(count, 1).to(ACC)
     var = _load(m2, offs, fmask, HAS_M2, ACC, BLOCK_F) / degree
-    return row, f, fmask, offs, count, degree, var, _std(var, eps, PYG_MODE)
+    return out_row, f, fmask, offs, count, degree, var, _std(var, eps, PYG_MODE)
 
 
 @triton.jit
-def _stack_kernel(total, m2, low, high, counts, shift, kinds, out, slots, channels, eps,
+def _stack_kernel(total, m2, low, high, counts, shift, kinds, order, out, slots, channels, eps,
                   HAS_TOTAL: tl.constexpr, HAS_M2: tl.constexpr, HAS_LOW: tl.constexpr,
-                  HAS_HIGH: tl.constexpr, HAS_SHIFT: tl.constexpr, PYG_MODE: tl.constexpr,
-                  ACC: tl.constexpr, BLOCK_F: tl.constexpr):
-    row, f, fmask, offs, count, degree, var, std = _row(m2, counts, channels, eps, HAS_M2,
-                                                       PYG_MODE, ACC, BLOCK_F)
+                  HAS_HIGH: tl.constexpr, HAS_SHIFT: tl.constexpr, HAS_ORDER: tl.constexpr,
+                  PYG_MODE: tl.constexpr, ACC: tl.constexpr, BLOCK_F: tl.constexpr):
+    out_row, f, fmask, offs, count, degree, var, std = _row(m2, counts, order, channels, eps, HAS_M2,
+                                                           HAS_ORDER, PYG_MODE, ACC, BLOCK_F)
     t = _load(total, offs, fmask, HAS_TOTAL, ACC, BLOCK_F)
     lo = _load(low, offs, fmask, HAS_LOW, ACC, BLOCK_F)
     hi = _load(high, offs, fmask, HAS_HIGH, ACC, BLOCK_F)
@@ -71,17 +77,17 @@ def _stack_kernel(total, m2, low, high, counts, shift, kinds, out, slots, channe
                                            tl.where(kind == _MAX, hi + sh,
                                                     tl.where(kind == _VAR, var, std)))))
         value = tl.where(count > 0, value, 0.0)
-        tl.store(out + (row * slots + a) * channels + f, value, mask=fmask)
+        tl.store(out + (out_row * slots + a) * channels + f, value, mask=fmask)
 
 
 @triton.jit
-def _stack_backward_kernel(grad, m2, counts, kinds, g_total, g_m2, g_low, g_high, g_shift,
+def _stack_backward_kernel(grad, m2, counts, kinds, order, g_total, g_m2, g_low, g_high, g_shift,
                            slots, channels, eps, HAS_TOTAL: tl.constexpr, HAS_M2: tl.constexpr,
                            HAS_LOW: tl.constexpr, HAS_HIGH: tl.constexpr,
-                           HAS_SHIFT: tl.constexpr, PYG_MODE: tl.constexpr, ACC: tl.constexpr,
-                           BLOCK_F: tl.constexpr):
-    row, f, fmask, offs, count, degree, var, std = _row(m2, counts, channels, eps, HAS_M2,
-                                                       PYG_MODE, ACC, BLOCK_F)
+                           HAS_SHIFT: tl.constexpr, HAS_ORDER: tl.constexpr,
+                           PYG_MODE: tl.constexpr, ACC: tl.constexpr, BLOCK_F: tl.constexpr):
+    out_row, f, fmask, offs, count, degree, var, std = _row(m2, counts, order, channels, eps, HAS_M2,
+                                                           HAS_ORDER, PYG_MODE, ACC, BLOCK_F)
     if PYG_MODE:
         live = var > eps
     else:
@@ -94,7 +100,7 @@ def _stack_backward_kernel(grad, m2, counts, kinds, g_total, g_m2, g_low, g_high
     acc_shift = tl.zeros([BLOCK_F], dtype=ACC)
     for a in range(0, slots):
         kind = tl.load(kinds + a)
-        g = tl.load(grad + (row * slots + a) * channels + f, mask=fmask, other=0.0).to(ACC)
+        g = tl.load(grad + (out_row * slots + a) * channels + f, mask=fmask, other=0.0).to(ACC)
         acc_total += tl.where(kind == _SUM, g, tl.where(kind == _MEAN, g / degree, 0.0))
         acc_shift += tl.where(kind == _SUM, degree * g, tl.where(kind <= _MAX, g, 0.0))
         acc_low += tl.where(kind == _MIN, g, 0.0)
@@ -122,7 +128,7 @@ def _reads(kinds: list[int]) -> dict[str, bool]:
 
 def stack_statistics(total: Tensor, m2: Tensor, low: Tensor, high: Tensor, counts: Tensor,
                      shift: Optional[Tensor], kinds: list[int], eps: float,
-                     pyg_mode: bool) -> Tensor:
+                     pyg_mode: bool, row_order: Optional[Tensor] = None) -> Tensor:
     reads = _reads(kinds)
     like = next(t for t, read in zip((total, m2, low, high), reads.values(), strict=True) if read)
     rows, channels = counts.numel(), like.size(1)
@@ -131,14 +137,16 @@ def stack_statistics(total: Tensor, m2: Tensor, low: Tensor, high: Tensor, count
         codes = torch.tensor(kinds, dtype=torch.int32, device=like.device)
         _stack_kernel[_grid(rows, channels)](
             _or_dummy(total, like), _or_dummy(m2, like), _or_dummy(low, like),
-            _or_dummy(high, like), counts, _or_dummy(shift, like), codes, out, len(kinds),
-            channels, eps, **reads, HAS_SHIFT=shift is not None, PYG_MODE=pyg_mode,
+            _or_dummy(high, like), counts, _or_dummy(shift, like), codes,
+            _or_dummy(row_order, counts), out, len(kinds), channels, eps, **reads,
+            HAS_SHIFT=shift is not None, HAS_ORDER=row_order is not None, PYG_MODE=pyg_mode,
             ACC=_accumulator(like.dtype), BLOCK_F=_BLOCK_F)
     return out
 
 
 def stack_statistics_backward(grad: Tensor, m2: Tensor, counts: Tensor, kinds: list[int],
-                              eps: float, pyg_mode: bool, has_shift: bool) -> tuple[Tensor, ...]:
+                              eps: float, pyg_mode: bool, has_shift: bool,
+                              row_order: Optional[Tensor] = None) -> tuple[Tensor, ...]:
     grad = grad.contiguous()
     rows, channels = grad.size(0), grad.size(2)
     reads = _reads(kinds)
@@ -148,7 +156,8 @@ def stack_statistics_backward(grad: Tensor, m2: Tensor, counts: Tensor, kinds: l
     if rows > 0 and channels > 0:
         codes = torch.tensor(kinds, dtype=torch.int32, device=grad.device)
         _stack_backward_kernel[_grid(rows, channels)](
-            grad, _or_dummy(m2, grad), counts, codes, *(_or_dummy(o, grad) for o in outs),
-            len(kinds), channels, eps, **reads, HAS_SHIFT=shifted, PYG_MODE=pyg_mode,
+            grad, _or_dummy(m2, grad), counts, codes, _or_dummy(row_order, counts),
+            *(_or_dummy(o, grad) for o in outs), len(kinds), channels, eps, **reads,
+            HAS_SHIFT=shifted, HAS_ORDER=row_order is not None, PYG_MODE=pyg_mode,
             ACC=_accumulator(grad.dtype), BLOCK_F=_BLOCK_F)
     return tuple(outs)

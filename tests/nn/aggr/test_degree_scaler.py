@@ -162,27 +162,37 @@ def test_gather_form_only_where_the_shift_matters():
 
 
 @pytest.mark.parametrize("towers", [1, 3])
-def test_scaled_linear_grouped_by_degree_equals_every_scaler_weighted(monkeypatch, towers):
-    import pyg_agg.nn.aggr.degree_scaler as module
-
+def test_scaled_linear_grouped_by_degree_equals_every_scaler_weighted(towers):
     gen = torch.Generator().manual_seed(towers)
     deg = torch.tensor([3, 5, 2, 4, 0, 0, 0, 1])
     aggr = DegreeScalerAggregation(["mean", "max"], ["identity", "amplification", "attenuation", "linear"],
-                                   deg, train_norm=True)
+                                   deg, train_norm=True).double()
     count = torch.tensor([0, 1, 2, 3, 7])[torch.randint(0, 5, (300,), generator=gen)]
+    ptr = torch.cat([count.new_zeros(1), count.cumsum(0)])
     stacked = torch.randn(300, towers, 6, generator=gen, dtype=torch.float64, requires_grad=True)
     weight = torch.randn(towers, 4, 5, 6, generator=gen, dtype=torch.float64, requires_grad=True)
-    aggr = aggr.double()
+    groups = aggr.degree_groups(ptr)  # 5 degrees among 300 nodes: grouped
+    assert groups is not None and groups.degrees.tolist() == [0, 1, 2, 3, 7]
+    assert torch.equal(count[groups.order], count.sort(stable=True).values)
 
-    def run():
-        out = aggr.scaled_linear(stacked, count, weight)
+    def run(rows, groups):
+        out = aggr.scaled_linear(rows, count, weight, groups)
         grads = torch.autograd.grad(out.square().sum(), [stacked, weight, aggr.avg_deg_log, aggr.avg_deg_lin])
         return out, grads
 
-    grouped = run()  # 5 degrees among 300 nodes: grouped
-    monkeypatch.setattr(module, "_MAX_DEGREE_GROUPS", 0)
-    weighted = run()
+    grouped = run(stacked[groups.order], groups)
+    weighted = run(stacked, None)
     assert grouped[0].shape == (300, towers, 5)
     torch.testing.assert_close(grouped[0], weighted[0])
     for a, b in zip(grouped[1], weighted[1], strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_degree_groups_only_where_grouping_pays():
+    aggr = DegreeScalerAggregation(["mean"], ["identity", "amplification"], torch.tensor([0, 2, 1]))
+    few = torch.arange(0, 301, 3)  # 100 rows, all of degree 3
+    assert aggr.degree_groups(few).sizes == [100]
+    many = torch.cat([torch.zeros(1, dtype=torch.long), torch.arange(1, 81).cumsum(0)])
+    assert aggr.degree_groups(many) is None  # 80 distinct degrees
+    assert aggr.degree_groups(torch.arange(0, 41, 4)) is None  # 10 rows: too few per degree
+    assert DegreeScalerAggregation(["mean"], "identity").degree_groups(few) is None  # one scaler

@@ -11,7 +11,9 @@
 //
 // Empty rows give 0 in every slot, with zero gradients (as
 // pyg_agg/ops/multi.py, stack_statistics_reference). The kind codes are
-// STACKABLE's positions in multi.py.
+// STACKABLE's positions in multi.py. With a row_order (a permutation of the
+// rows, checked by the caller), output row k holds row row_order[k]: the
+// rows come out already grouped (e.g. by degree), with no gather after.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -105,9 +107,18 @@ void check_row_tensor(const Tensor& t, int64_t rows, int64_t channels, const cha
               "stack_statistics: ", name, " must be a contiguous [", rows, ", ", channels, "] tensor");
 }
 
+// The rows' order: row_order's data, or null for the identity.
+const int64_t* order_data(const c10::optional<Tensor>& row_order, int64_t rows) {
+  if (!row_order) return nullptr;
+  TORCH_CHECK(row_order->dim() == 1 && row_order->numel() == rows && row_order->scalar_type() == at::kLong &&
+                  row_order->is_contiguous(),
+              "stack_statistics: row_order must be a contiguous int64 [", rows, "] tensor");
+  return row_order->data_ptr<int64_t>();
+}
+
 Tensor stack_statistics_cpu(const Tensor& total, const Tensor& m2, const Tensor& low, const Tensor& high,
                             const Tensor& counts, const c10::optional<Tensor>& shift, at::IntArrayRef kinds,
-                            double eps, bool pyg_mode) {
+                            double eps, bool pyg_mode, const c10::optional<Tensor>& row_order) {
   TORCH_CHECK(counts.dim() == 1 && counts.scalar_type() == at::kLong && counts.is_contiguous(),
               "stack_statistics: counts must be a contiguous int64 [N] tensor");
   const int64_t rows = counts.numel(), slots = static_cast<int64_t>(kinds.size());
@@ -120,6 +131,7 @@ Tensor stack_statistics_cpu(const Tensor& total, const Tensor& m2, const Tensor&
   if (needs_low) check_row_tensor(low, rows, channels, "low");
   if (needs_high) check_row_tensor(high, rows, channels, "high");
   if (shift) check_row_tensor(*shift, rows, channels, "shift");
+  const int64_t* order = order_data(row_order, rows);
   Tensor out = at::empty({rows, slots, channels}, like.options());
   if (out.numel() == 0) return out;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, like.scalar_type(), "stack_statistics_cpu", [&] {
@@ -134,8 +146,9 @@ Tensor stack_statistics_cpu(const Tensor& total, const Tensor& m2, const Tensor&
     const acc_t e = static_cast<acc_t>(eps);
     at::parallel_for(0, rows, std::max<int64_t>(1, kGrainWork / std::max<int64_t>(slots * channels, 1)),
                      [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        scalar_t* row_out = o + i * slots * channels;
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t i = order ? order[r] : r;
+        scalar_t* row_out = o + r * slots * channels;
         if (d[i] == 0) {
           std::fill(row_out, row_out + slots * channels, scalar_t(0));
           continue;
@@ -200,7 +213,7 @@ __attribute__((noinline)) void backward_slot(
 // do not read the primitive, or for the shift when has_shift is false.
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> stack_statistics_backward_cpu(
     const Tensor& grad, const Tensor& m2, const Tensor& counts, at::IntArrayRef kinds, double eps, bool pyg_mode,
-    bool has_shift) {
+    bool has_shift, const c10::optional<Tensor>& row_order) {
   TORCH_CHECK(grad.dim() == 3 && grad.size(0) == counts.numel() && grad.size(1) == static_cast<int64_t>(kinds.size()),
               "stack_statistics_backward: grad must be [N, A, F]");
   const Tensor g = grad.contiguous();
@@ -208,6 +221,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> stack_statistics_backward_cpu
   const auto [needs_total, needs_m2, needs_low, needs_high] = reads(kinds);
   const bool std_slot = std::find(kinds.begin(), kinds.end(), int64_t(kStd)) != kinds.end();
   if (std_slot) check_row_tensor(m2, rows, channels, "m2");
+  const int64_t* order = order_data(row_order, rows);
   auto make = [&](bool need) { return need ? at::empty({rows, channels}, g.options()) : g.new_empty({0}); };
   Tensor g_total = make(needs_total), g_m2 = make(needs_m2), g_low = make(needs_low), g_high = make(needs_high),
          g_shift = make(has_shift && (needs_total || needs_low || needs_high));
@@ -226,12 +240,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> stack_statistics_backward_cpu
       std::vector<acc_t> acc(5 * channels);
       acc_t* rows_acc[5];
       for (int p = 0; p < 5; ++p) rows_acc[p] = outs[p] ? acc.data() + p * channels : nullptr;
-      for (int64_t i = begin; i < end; ++i) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t i = order ? order[r] : r;  // grad row r belongs to row i
         std::fill(acc.begin(), acc.end(), acc_t(0));
         if (d[i] > 0) {  // an empty row's slots are constants: zero gradients
           for (int64_t a = 0; a < slots; ++a) {
             auto slot = rows_acc[4] ? backward_slot<scalar_t, acc_t, true> : backward_slot<scalar_t, acc_t, false>;
-            slot(kinds[a], gin + (i * slots + a) * channels, m ? m + i * channels : nullptr,
+            slot(kinds[a], gin + (r * slots + a) * channels, m ? m + i * channels : nullptr,
                  static_cast<acc_t>(d[i]), e, pyg_mode, rows_acc[0], rows_acc[1], rows_acc[2], rows_acc[3],
                  rows_acc[4], channels);
           }
