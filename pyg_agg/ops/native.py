@@ -260,6 +260,18 @@ def _present(grad: Optional[Tensor]) -> Optional[Tensor]:
     return grad.contiguous() if grad is not None and grad.numel() > 0 else None
 
 
+def _edge_gradients_are_smaller(ptr: Tensor, col: Tensor, grads: list[Optional[Tensor]]) -> bool:
+    """Whether the gather form's backward should hold the ``[E, F]`` per-edge
+    gradients rather than ``segment_stats_backward_gather``'s per-row table of
+    coefficients (``[N, w * F]``, ``w`` = 1 for the sum, + 2 with the moments,
+    + 2 with min/max): whichever is smaller, so low-degree graphs (molecules,
+    about 2 edges per row) stream fewer bytes, and a power-law graph never
+    holds an edge-sized tensor."""
+    grad_sum, grad_m2, grad_min, grad_max = grads
+    width = 1 + 2 * (grad_m2 is not None) + 2 * (grad_min is not None or grad_max is not None)
+    return col.shape[0] <= width * (ptr.shape[0] - 1)
+
+
 def _backward(ctx, grad_sum, grad_m2, grad_min, grad_max, _grad_ties_lo, _grad_ties_hi):
     src, ptr, col, edge_term, *saved = ctx.saved_tensors
     grads = [_present(g) for g in (grad_sum, grad_m2, grad_min, grad_max)]
@@ -278,8 +290,17 @@ def _backward(ctx, grad_sum, grad_m2, grad_min, grad_max, _grad_ties_lo, _grad_t
             from pyg_agg.ops.graph import transpose_csr  # graph imports this module
 
             csc_ptr, csc_edge, edge_row = transpose_csr(ptr, col, src.shape[0])
-            grad_src = torch.ops.pyg_agg.segment_stats_backward_gather(
-                *grads, src, ptr, col, edge_term, *saved, csc_ptr, csc_edge, edge_row)
+            if grad_edge is None and _edge_gradients_are_smaller(ptr, col, grads):
+                grad_edge = torch.ops.pyg_agg.segment_stats_backward(*grads, src, ptr, col, edge_term,
+                                                                     *saved, None)
+            if grad_edge is not None:
+                # each source sums the per-edge gradients of its own edges over
+                # the transposed graph (the gather kernel's order, so its sums)
+                grad_src = torch.ops.pyg_agg.segment_stats(grad_edge, csc_ptr, csc_edge, None, False,
+                                                           False, False, False)[0]
+            else:
+                grad_src = torch.ops.pyg_agg.segment_stats_backward_gather(
+                    *grads, src, ptr, col, edge_term, *saved, csc_ptr, csc_edge, edge_row)
     return grad_src, None, None, grad_edge if needs_edge else None, None, None, None, None
 
 

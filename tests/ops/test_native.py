@@ -123,6 +123,30 @@ def test_gradcheck_every_form(backend, form):
         assert torch.autograd.gradcheck(run, (src, term))
 
 
+@pytest.mark.parametrize("edges_per_row", [2, 12])
+@pytest.mark.parametrize("stats", [("sum",), ("mean", "std", "min", "max")])
+def test_gather_backward_through_either_intermediate_equals_the_messages_backward(edges_per_row, stats):
+    from pyg_agg.ops.native import _edge_gradients_are_smaller
+
+    gen = torch.Generator().manual_seed(edges_per_row)
+    rows, num_sources = 30, 25
+    target = torch.randint(0, rows, (rows * edges_per_row,), generator=gen).sort().values
+    ptr, col = index_to_ptr(target, rows), torch.randint(0, num_sources, target.shape, generator=gen)
+    # the per-edge gradients are held where they are smaller than the per-row table
+    g, none = torch.ones(1), None
+    grads = [g, g if "std" in stats else none, g if "min" in stats else none, none]
+    assert _edge_gradients_are_smaller(ptr, col, grads) == (edges_per_row == 2 and "std" in stats)
+    src = torch.randn(num_sources, 5, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(rows, 5, dtype=torch.float64)
+    results = []
+    with use_backend("native"):
+        for values in (src, src[col]):
+            out = segment_statistics(values, ptr, col if values is src else None, stats=stats)
+            loss = sum((out[name] * weight * (k + 1)).sum() for k, name in enumerate(stats))
+            results.append(torch.autograd.grad(loss, src)[0])
+    torch.testing.assert_close(*results)
+
+
 @pytest.mark.parametrize("with_term", [False, True])
 def test_gather_form_equals_materialised_messages(with_term):
     ptr, col, num_sources = gather_graph()
