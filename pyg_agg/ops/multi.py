@@ -112,7 +112,9 @@ def segment_statistics(
 
     (``src[e]`` when ``col`` is None; no term when ``edge_term`` is None).
     The gather form never materialises the ``E x F`` messages with the native
-    backend, forward or backward: a message-passing layer whose message is
+    backend (its backward holds the per-edge gradients only where they are
+    smaller than the rows' coefficients, see docs/ops.md): a message-passing
+    layer whose message is
     ``W x_j + b_e`` passes ``src = W x`` (``N x F``), ``col`` the sources of
     the CSR-sorted edges and ``edge_term = b``.
 

@@ -329,8 +329,8 @@ class PNAConv(MessagePassing):
         if len(self.pre_nns[0]) == 1 and self.aggr_module.gathers and edge_mask is None:
             # One linear pre-layer: aggregate W_j x_j + W_e e in gather form over
             # the target-sorted edges and add W_i x_i + b per node afterwards, so
-            # no [E, F] message exists, forward or backward (but W_e e). The
-            # statistics come out grouped by degree, ready for the post-layer.
+            # no [E, F] message exists (but W_e e). The statistics come out
+            # grouped by degree, ready for the post-layer.
             edge_term = None
             if edge_attr is not None:
                 edge_term = self._edge_term(graph.to_csr_order(edge_attr), w_edge)
