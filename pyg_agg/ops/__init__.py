@@ -20,7 +20,13 @@ from pyg_agg.ops.graph import (
     target_csr,
 )
 from pyg_agg.ops.lcm_tree import SegmentLayout, TreeLevel, balanced_tree_reduce, tree_level
-from pyg_agg.ops.multi import STATISTICS, multi_aggregate, segment_statistics, stacked_statistics
+from pyg_agg.ops.multi import (
+    STATISTICS,
+    multi_aggregate,
+    segment_statistics,
+    stacked_multi_aggregate,
+    stacked_statistics,
+)
 from pyg_agg.ops.native import HAS_NATIVE, HAS_TRITON
 from pyg_agg.ops.scatter import scatter, segment_counts
 from pyg_agg.ops.segment import index_to_ptr, ptr_to_index, segment
@@ -55,6 +61,7 @@ __all__ = [
     "segment_counts",
     "sort_segments",
     "segment_statistics",
+    "stacked_multi_aggregate",
     "stacked_statistics",
     "set_validation",
     "target_csr",

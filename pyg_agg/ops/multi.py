@@ -76,21 +76,57 @@ def multi_aggregate(
     """
     names = _check_arguments(src, stats, std_mode, eps)
     n = check_index(index, src, 0, dim_size)
+    counts, (total, m2, low, high), use_native = _index_primitives(src, index, n, names)
+    out = derive_statistics(names, counts, total, m2, low, high, fill_value, std_mode, eps,
+                            native_std=use_native)
+    return {k: v if k == "count" else v.view(n, *src.shape[1:]) for k, v in out.items()}
+
+
+def stacked_multi_aggregate(
+    src: Tensor,
+    index: Tensor,
+    dim_size: Optional[int] = None,
+    stats: Iterable[str] = ("mean", "min", "max", "std"),
+    std_mode: str = "pyg",
+    eps: float = 1e-5,
+) -> tuple[Tensor, Tensor]:
+    """:func:`multi_aggregate`'s statistics stacked in the order of ``stats``,
+    as one ``[N, A, *]`` tensor: what :func:`stacked_statistics` is to CSR
+    rows, for an unsorted ``index``. With the native backend the statistics
+    are derived and stacked by one op each way (no per-statistic tensors, no
+    stack copy). Empty segments give 0 in every slot.
+
+    Args:
+        src, index, dim_size, std_mode, eps: As in :func:`multi_aggregate`.
+        stats: Some of ``sum, mean, min, max, var, std``, in the order wanted
+            (repeats allowed).
+
+    Returns:
+        ``([N, A, *], counts [N] int64)``.
+    """
+    names = _check_stackable(src, stats, std_mode, eps)
+    n = check_index(index, src, 0, dim_size)
+    counts, primitives, use_native = _index_primitives(src, index, n, names)
+    stacked = _stack_primitives(names, counts, primitives, None, None, use_native, std_mode, eps)
+    return stacked.view(n, len(names), *src.shape[1:]), counts
+
+
+def _index_primitives(src: Tensor, index: Tensor, n: int,
+                      names: tuple[str, ...]) -> tuple[Tensor, tuple[Tensor, ...], bool]:
+    """The counts and the primitives ``(sum, M, min, max)`` of ``src`` ``[E, *]``
+    (flattened to ``[E, F]``) at a checked, unsorted ``index`` of ``n``
+    segments, and whether the native backend ran."""
     # an explicit width: reshape(0, -1) is ambiguous when there are no messages
     flat = src.reshape(src.size(0), math.prod(src.shape[1:]))
     moments, extremes = _needs(names)
     use_native = _use_native(flat)
     if use_native:
         ptr, order = sort_segments(index, n)
-        counts = ptr.diff()
         total, m2, low, high, _, _ = native.segment_stats(
             flat.contiguous(), ptr, order, None, True, moments, extremes, native.needs_ties(flat))
-    else:
-        counts = segment_counts(index, n)
-        total, m2, low, high = ReferenceStatistics.apply(flat, index, counts, moments, extremes)
-    out = derive_statistics(names, counts, total, m2, low, high, fill_value, std_mode, eps,
-                            native_std=use_native)
-    return {k: v if k == "count" else v.view(n, *src.shape[1:]) for k, v in out.items()}
+        return ptr.diff(), (total, m2, low, high), True
+    counts = segment_counts(index, n)
+    return counts, ReferenceStatistics.apply(flat, index, counts, moments, extremes), False
 
 
 def segment_statistics(
@@ -176,9 +212,7 @@ def stacked_statistics(
     Returns:
         ``([N, A, F], counts [N] int64)``.
     """
-    names = _check_arguments(src, stats, std_mode, eps)
-    if isinstance(stats, str) or any(name not in STACKABLE for name in names):
-        raise ValueError(f"`stats` must be a sequence of some of {STACKABLE}, got {stats!r}")
+    names = _check_stackable(src, stats, std_mode, eps)
     if shift is not None:
         rows = ptr.numel() - 1 if isinstance(ptr, Tensor) else None
         if not isinstance(shift, Tensor) or shift.shape != (rows, src.size(-1)):
@@ -186,15 +220,33 @@ def stacked_statistics(
             raise ValueError(f"`shift` must have shape {(rows, src.size(-1))} (one row per "
                              f"CSR row), got {got}")
         shift = shift.to(src.dtype)
-    counts, (total, m2, low, high), use_native = _csr_primitives(src, ptr, col, edge_term, names)
+    counts, primitives, use_native = _csr_primitives(src, ptr, col, edge_term, names)
     if row_order is not None:
         row_order = check_permutation(row_order, counts.numel(), src, "row_order")
-    if use_native and native.has_kernels(src.device.type):
+    return _stack_primitives(names, counts, primitives, shift, row_order, use_native, std_mode,
+                             eps), counts
+
+
+def _check_stackable(src: Tensor, stats: Iterable[str], std_mode: str,
+                     eps: float) -> tuple[str, ...]:
+    names = _check_arguments(src, stats, std_mode, eps)
+    if isinstance(stats, str) or any(name not in STACKABLE for name in names):
+        raise ValueError(f"`stats` must be a sequence of some of {STACKABLE}, got {stats!r}")
+    return names
+
+
+def _stack_primitives(names: tuple[str, ...], counts: Tensor, primitives: tuple[Tensor, ...],
+                      shift: Optional[Tensor], row_order: Optional[Tensor], use_native: bool,
+                      std_mode: str, eps: float) -> Tensor:
+    """The statistics ``names`` stacked ``[N, A, F]`` from checked primitives:
+    the native epilogue where the native backend ran, else the reference."""
+    total, m2, low, high = primitives
+    if use_native and native.has_kernels(total.device.type):
         kinds = [STACKABLE.index(name) for name in names]
         return native.stack_statistics(total, m2, low, high, counts, shift, kinds, eps,
-                                       std_mode == "pyg", row_order), counts
+                                       std_mode == "pyg", row_order)
     stacked = stack_statistics_reference(names, counts, total, m2, low, high, shift, std_mode, eps)
-    return (stacked if row_order is None else stacked.index_select(0, row_order)), counts
+    return stacked if row_order is None else stacked.index_select(0, row_order)
 
 
 def stack_statistics_reference(names: tuple[str, ...], counts: Tensor, total: Tensor, m2: Tensor,

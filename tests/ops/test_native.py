@@ -13,6 +13,7 @@ from pyg_agg.ops import (
     index_to_ptr,
     multi_aggregate,
     segment_statistics,
+    stacked_multi_aggregate,
     stacked_statistics,
     use_backend,
 )
@@ -263,6 +264,24 @@ def test_stacked_statistics_in_a_row_order_are_the_rows_reordered(backend):
     assert torch.equal(results[0][1], ptr.diff())  # the counts stay in row order
     for ordered, gathered in zip(*results, strict=True):
         torch.testing.assert_close(ordered, gathered)
+
+
+@pytest.mark.parametrize("backend", ["native", "torch"])
+def test_stacked_multi_aggregate_is_multi_aggregate_stacked(backend):
+    index = hard_graph(num_nodes=12, num_edges=40)  # unsorted, duplicates, empty rows
+    src = torch.randn(index.numel(), 2, 3, dtype=torch.float64, requires_grad=True)
+    stats = ("sum", "var", "std", "mean", "min", "max", "mean")
+    with use_backend(backend):
+        stacked, counts = stacked_multi_aggregate(src, index, 12, stats)
+        plain = multi_aggregate(src, index, 12, stats=("count", *dict.fromkeys(stats)))
+        assert torch.autograd.gradcheck(lambda x: stacked_multi_aggregate(x, index, 12, stats)[0], (src,))
+    assert stacked.shape == (12, len(stats), 2, 3) and torch.equal(counts, plain["count"])
+    for slot, name in enumerate(stats):
+        torch.testing.assert_close(stacked[:, slot], plain[name], msg=name)
+    with pytest.raises(ValueError, match="`stats` must be a sequence of some of"):
+        stacked_multi_aggregate(src, index, 12, stats=("mean", "count"))
+    with pytest.raises(ValueError, match="`index` contains 8, out of range for dim_size=5"):
+        stacked_multi_aggregate(src, index, 5)
 
 
 def test_stacked_statistics_without_grad_and_in_a_compiled_graph():

@@ -9,7 +9,14 @@ import torch
 from torch import Tensor
 from torch_geometric.nn.aggr import Aggregation
 
-from pyg_agg.ops import DegreeGroups, check_index, degree_groups, multi_aggregate, stacked_statistics
+from pyg_agg.ops import (
+    DegreeGroups,
+    check_index,
+    degree_groups,
+    multi_aggregate,
+    stacked_multi_aggregate,
+    stacked_statistics,
+)
 
 AGGREGATORS = ("mean", "sum", "min", "max", "var", "std", "moment3", "moment4", "moment5")
 SCALERS = ("identity", "amplification", "attenuation", "linear", "inverse_linear")
@@ -103,9 +110,9 @@ class DegreeScalerAggregation(Aggregation):
 
     Output layout, buffers (``avg_deg_lin``, ``avg_deg_log``) and values are
     PyG's, so state dicts load both ways. Differences: all aggregators come
-    from one :func:`pyg_agg.ops.multi_aggregate` pass (one fused native pass on
-    CPU) with a backward that keeps only the messages, and a numerically
-    stable variance; the paper's ``moment3..5``
+    from one :func:`pyg_agg.ops.stacked_multi_aggregate` pass (one fused native
+    pass and one epilogue on CPU, each way) with a backward that keeps only the
+    messages, and a numerically stable variance; the paper's ``moment3..5``
     aggregators are available; a single scaler may be given as a string
     whatever ``aggr`` is (PyG tests ``aggr`` for that, so ``scaler="identity"``
     with a list of aggregators fails there).
@@ -174,18 +181,22 @@ class DegreeScalerAggregation(Aggregation):
 
         Returns every aggregator stacked, ``[N, A, C]``, and the in-degree ``[N]``.
         """
-        stats = multi_aggregate(msg, index, dim_size, stats=self._statistic_names(),
-                                std_mode=self.std_mode, eps=self.eps)
-        count = stats.pop("count")
-        orders = [int(a[-1]) for a in self.aggregators if a.startswith("moment")]
-        if orders:
-            # Paper: M_n = sign(m) (|m| + eps)^(1/n), m = E[(x - mean)^n]; one more pass.
-            centred = msg - stats["mean"].index_select(0, index)
+        stacked, count = stacked_multi_aggregate(msg, index, dim_size, self._base_statistics(),
+                                                 std_mode=self.std_mode, eps=self.eps)
+        moment_slots = [(slot, int(a[-1])) for slot, a in enumerate(self.aggregators)
+                        if a.startswith("moment")]
+        if moment_slots:
+            # Paper: M_n = sign(m) (|m| + eps)^(1/n), m = E[(x - mean)^n]; one more
+            # pass. A moment's slot holds the mean (its base statistic) until here.
+            centred = msg - stacked[:, moment_slots[0][0]].index_select(0, index)
+            orders = [n for _, n in moment_slots]
             powers = torch.cat([centred.pow(n) for n in orders], dim=-1)
             moments = multi_aggregate(powers, index, dim_size, stats=("mean",))["mean"]
-            for n, m in zip(orders, moments.split(msg.size(-1), dim=-1), strict=True):
-                stats[f"moment{n}"] = m.sign() * (m.abs() + self.eps).pow(1.0 / n)
-        return self._stack(stats), count
+            slots = list(stacked.unbind(1))
+            for (slot, n), m in zip(moment_slots, moments.split(msg.size(-1), dim=-1), strict=True):
+                slots[slot] = m.sign() * (m.abs() + self.eps).pow(1.0 / n)
+            stacked = torch.stack(slots, dim=1)
+        return stacked, count
 
     @property
     def gathers(self) -> bool:
@@ -208,18 +219,13 @@ class DegreeScalerAggregation(Aggregation):
         the stacked rows come out in ``groups.order``, as :meth:`scaled_linear`
         takes them; the counts stay in node order.
         """
-        return stacked_statistics(src, ptr, col, edge_term,
-                                  stats=[_BASE_STAT[a] for a in self.aggregators], shift=shift,
+        return stacked_statistics(src, ptr, col, edge_term, stats=self._base_statistics(), shift=shift,
                                   std_mode=self.std_mode, eps=self.eps,
                                   row_order=None if groups is None else groups.order)
 
-    def _statistic_names(self) -> tuple[str, ...]:
-        return tuple(sorted({_BASE_STAT[a] for a in self.aggregators})) + ("count",)
-
-    def _stack(self, stats: dict[str, Tensor]) -> Tensor:
-        """The aggregators in order, ``[N, A, C]``."""
-        return torch.stack([stats[a if a.startswith("moment") else _BASE_STAT[a]]
-                            for a in self.aggregators], dim=1)
+    def _base_statistics(self) -> list[str]:
+        """The statistic behind each aggregator, in order (a moment's: the mean)."""
+        return [_BASE_STAT[a] for a in self.aggregators]
 
     def scales(self, count: Tensor, dtype: torch.dtype) -> Tensor:
         """The ``[N, S]`` factor of each scaler; degrees below 1 are clamped to 1
