@@ -6,7 +6,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from pyg_agg.ops.memo import remembered
+from pyg_agg.ops.memo import remembered, remembered_1d
 
 _validation_enabled = True
 
@@ -23,11 +23,7 @@ def index_range(index: Tensor) -> tuple[int, int]:
         lo, hi = torch.aminmax(index)
         return int(lo), int(hi)
 
-    base = index._base
-    if type(base) is not Tensor:  # not a view, or of a subclass whose layout may differ
-        return remembered(index, "range", scan)
-    place = (index.dtype, index.storage_offset(), index.stride(0), index.numel())
-    return remembered(base, ("range", *place), scan)
+    return remembered_1d(index, "range", scan)
 
 
 def set_validation(enabled: bool) -> None:

@@ -10,8 +10,10 @@ target-sorted CSR that the fused kernels walk.
 **What is cached.** Sorting the edges by target is part of every fused op's
 cost, and a model calls several layers on the same graph, epoch after epoch.
 :func:`target_csr` therefore caches the CSR (and, on first use, its
-transpose) per graph object: the cache holds a weak reference to the
-``edge_index`` (for a ``SparseTensor``, to its column tensor), so an entry
+transpose, its rows grouped by degree) per graph object, and
+:func:`index_segments` the sort of an unsorted segment index per index. The
+cache holds a weak reference to the ``edge_index`` (for a ``SparseTensor``,
+to its column tensor), so an entry
 dies with its graph. An entry is used only for the same node counts, flow
 and self-loop handling, and only while the tensor's version counter is
 unchanged: an in-place write to ``edge_index`` invalidates it. PyG's
@@ -30,7 +32,7 @@ from torch import Tensor
 
 from pyg_agg.ops.backend import resolve_backend
 from pyg_agg.ops.checks import check_index
-from pyg_agg.ops.memo import remembered
+from pyg_agg.ops.memo import remembered, remembered_1d
 
 FLOWS = ("source_to_target", "target_to_source")
 
@@ -110,6 +112,15 @@ def sort_segments(index: Tensor, num_segments: int) -> tuple[Tensor, Tensor]:
     counts = torch.zeros(num_segments, dtype=torch.long, device=index.device)
     counts.index_add_(0, index, torch.ones_like(index, dtype=torch.long))
     return torch.cat([counts.new_zeros(1), counts.cumsum(0)]), perm
+
+
+def index_segments(index: Tensor, num_segments: int) -> tuple[Tensor, Tensor]:
+    """:func:`sort_segments` of a segment index, remembered per index (a view
+    such as ``edge_index[1]`` under the tensor it views) while it is not
+    written: an aggregation called on the same graph every step (full-graph
+    training, every layer of a model) sorts it once."""
+    return remembered_1d(index, ("segments", num_segments),
+                         lambda: sort_segments(index, num_segments))
 
 
 def transpose_csr(ptr: Tensor, col: Tensor, num_sources: int) -> tuple[Tensor, Tensor, Tensor]:

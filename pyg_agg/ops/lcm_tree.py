@@ -22,7 +22,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from pyg_agg.ops.checks import check_index, check_ptr
-from pyg_agg.ops.graph import sort_segments
+from pyg_agg.ops.graph import index_segments
 
 BinaryOperator = Callable[[Tensor, Tensor], Tensor]
 
@@ -230,7 +230,7 @@ def balanced_tree_reduce(
         order = torch.arange(x.size(0), device=x.device)
     elif index is not None:
         num_segments = check_index(index, x, 0, dim_size)
-        ptr, order = sort_segments(index, num_segments)
+        ptr, order = index_segments(index, num_segments)
         counts = ptr.diff()
     else:
         raise ValueError("One of `index` or `ptr` must be given")

@@ -40,3 +40,14 @@ def remembered(owner: Tensor, what: Hashable, compute: Callable[[], _Value],
     if key not in kept:
         kept[key] = compute()
     return kept[key]
+
+
+def remembered_1d(index: Tensor, what: Hashable, compute: Callable[[], _Value]) -> _Value:
+    """:func:`remembered` for a 1-D tensor that may be a view, such as
+    ``edge_index[1]`` (a new object at every call): a view is remembered under
+    the tensor it views, by its place in it (dtype, offset, stride, length)."""
+    base = index._base
+    if type(base) is not Tensor:  # not a view, or of a subclass whose layout may differ
+        return remembered(index, what, compute)
+    place = (index.dtype, index.storage_offset(), index.stride(0), index.numel())
+    return remembered(base, (what, *place), compute)

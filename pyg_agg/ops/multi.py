@@ -12,7 +12,7 @@ from torch.autograd.function import once_differentiable
 from pyg_agg.ops import native
 from pyg_agg.ops.backend import resolve_backend
 from pyg_agg.ops.checks import check_index, check_permutation, check_ptr
-from pyg_agg.ops.graph import sort_segments
+from pyg_agg.ops.graph import index_segments
 from pyg_agg.ops.scatter import fill_empty, scatter_unchecked, segment_counts
 from pyg_agg.ops.segment import ptr_to_index
 
@@ -121,7 +121,7 @@ def _index_primitives(src: Tensor, index: Tensor, n: int,
     moments, extremes = _needs(names)
     use_native = _use_native(flat)
     if use_native:
-        ptr, order = sort_segments(index, n)
+        ptr, order = index_segments(index, n)
         total, m2, low, high, _, _ = native.segment_stats(
             flat.contiguous(), ptr, order, None, True, moments, extremes, native.needs_ties(flat))
         return ptr.diff(), (total, m2, low, high), True

@@ -180,3 +180,24 @@ def test_degree_groups_orders_the_rows_by_degree_once_per_graph():
     assert degree_groups(ptr) is groups  # kept for the same ptr
     ptr[-1] += 1
     assert degree_groups(ptr).sizes == [2, 1, 2, 3]  # a write drops it (the last row: 3)
+
+
+@pytest.mark.skipif(not HAS_NATIVE, reason="the native multi_aggregate is the one that sorts")
+def test_an_unsorted_index_is_sorted_once_until_written(monkeypatch):
+    import pyg_agg.ops.graph as graph
+    from pyg_agg.ops import multi_aggregate
+
+    sorts = []
+    real = graph.sort_segments
+    monkeypatch.setattr(graph, "sort_segments", lambda *args: sorts.append(1) or real(*args))
+    edges = edge_index(seed=3)
+    src = torch.randn(edges.size(1), 2)
+    with use_backend("native"):
+        first = multi_aggregate(src, edges[1], NUM_DST, stats=("sum", "max"))
+        again = multi_aggregate(src, edges[1], NUM_DST, stats=("sum", "max"))  # a new view of that row
+        assert len(sorts) == 1 and all(torch.equal(first[k], again[k]) for k in first)
+        edges[1] = edges[1].flip(0)  # an in-place write: sorted again, and right
+        moved = multi_aggregate(src, edges[1], NUM_DST, stats=("sum",))["sum"]
+    expected = torch.zeros(NUM_DST, 2).index_add_(0, edges[1], src)
+    assert len(sorts) == 2
+    torch.testing.assert_close(moved, expected)
