@@ -258,13 +258,15 @@ class DegreeScalerAggregation(Aggregation):
         return None
 
     def scaled_linear(self, stacked: Tensor, count: Tensor, weight: Tensor,
-                      groups: Optional[DegreeGroups] = None) -> Tensor:
+                      groups: Optional[DegreeGroups] = None,
+                      add: Optional[Tensor] = None) -> Tensor:
         r"""The linear map that follows the scalers, :math:`\sum_s s(d_i)\, W_s a_i`,
         without the ``[N, S * K]`` scaled copy of the aggregates.
 
         ``stacked`` ``[N, T, K]`` (``T`` towers, ``K`` = aggregators x channels),
         ``count`` the in-degrees ``[N]``, ``weight`` ``[T, S, O, K]`` (the columns of
-        scaler ``s``); returns ``[N, T, O]`` in node order.
+        scaler ``s``); returns ``[N, T, O]`` in node order, plus ``add`` (``[N, T, O]``)
+        when given, in the same pass.
 
         A scaler depends on its node only through the degree. Given ``groups``
         (:meth:`degree_groups`; ``stacked``'s rows then come in ``groups.order``,
@@ -282,13 +284,17 @@ class DegreeScalerAggregation(Aggregation):
             # split/unbind, not slices: a slice's backward zero-fills a full-size gradient
             out = torch.cat([_tower_matmul(rows, matrix) for rows, matrix in
                              zip(stacked.split(groups.sizes), combined.unbind(0), strict=True)])
-            return out.new_empty(out.shape).index_copy(0, groups.order, out)
+            if add is None:
+                return out.new_empty(out.shape).index_copy(0, groups.order, out)
+            return add.index_add(0, groups.order, out)  # back in node order, and added
         per_scaler = _tower_matmul(stacked, weight.reshape(towers, -1, width))
         per_scaler = per_scaler.view(num_nodes, towers, num_scalers, -1)
         if self.scalers == ["identity"]:
-            return per_scaler.squeeze(2)
-        scale = self.scales(count, stacked.dtype).view(num_nodes, 1, num_scalers, 1)
-        return (per_scaler * scale).sum(dim=2)
+            out = per_scaler.squeeze(2)
+        else:
+            scale = self.scales(count, stacked.dtype).view(num_nodes, 1, num_scalers, 1)
+            out = (per_scaler * scale).sum(dim=2)
+        return out if add is None else out + add
 
     def forward(self, x: Tensor, index: Optional[Tensor] = None, ptr: Optional[Tensor] = None,
                 dim_size: Optional[int] = None, dim: int = -2) -> Tensor:

@@ -355,8 +355,7 @@ class PNAConv(MessagePassing):
         # applied after the matmul: W [x || s (x) a] = W_x x + sum_s s (W_s a).
         w_aggr = post_weight[..., f_in:].reshape(towers, f_out, num_scalers, num_aggr * f_in)
         out = self.aggr_module.scaled_linear(stacked.reshape(num_nodes, towers, num_aggr * f_in),
-                                             count, w_aggr.transpose(1, 2), groups)
-        out = out + post_term
+                                             count, w_aggr.transpose(1, 2), groups, add=post_term)
         if fold_lin:
             return out.view(num_nodes, self.out_channels)
         out = self._run_mlp_tail(out, self.post_nns)

@@ -175,17 +175,21 @@ def test_scaled_linear_grouped_by_degree_equals_every_scaler_weighted(towers):
     assert groups is not None and groups.degrees.tolist() == [0, 1, 2, 3, 7]
     assert torch.equal(count[groups.order], count.sort(stable=True).values)
 
-    def run(rows, groups):
-        out = aggr.scaled_linear(rows, count, weight, groups)
-        grads = torch.autograd.grad(out.square().sum(), [stacked, weight, aggr.avg_deg_log, aggr.avg_deg_lin])
-        return out, grads
+    add = torch.randn(300, towers, 5, generator=gen, dtype=torch.float64, requires_grad=True)
 
-    grouped = run(stacked[groups.order], groups)
-    weighted = run(stacked, None)
-    assert grouped[0].shape == (300, towers, 5)
-    torch.testing.assert_close(grouped[0], weighted[0])
-    for a, b in zip(grouped[1], weighted[1], strict=True):
-        torch.testing.assert_close(a, b)
+    def run(rows, groups, plus):
+        out = aggr.scaled_linear(rows, count, weight, groups, add=plus)
+        wrt = [stacked, weight, aggr.avg_deg_log, aggr.avg_deg_lin] + ([add] if plus is not None else [])
+        return out, torch.autograd.grad(out.square().sum(), wrt)
+
+    for plus in (None, add):
+        grouped = run(stacked[groups.order], groups, plus)
+        weighted = run(stacked, None, plus)
+        assert grouped[0].shape == (300, towers, 5)
+        torch.testing.assert_close(grouped[0], weighted[0])
+        for a, b in zip(grouped[1], weighted[1], strict=True):
+            torch.testing.assert_close(a, b)
+    torch.testing.assert_close(run(stacked, None, add)[0], run(stacked, None, None)[0] + add)
 
 
 def test_degree_groups_only_where_grouping_pays():
