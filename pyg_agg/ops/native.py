@@ -267,7 +267,7 @@ def _edge_gradients_are_smaller(ptr: Tensor, col: Tensor, grads: list[Optional[T
     + 2 with min/max): whichever is smaller, so low-degree graphs (molecules,
     about 2 edges per row) stream fewer bytes, and a power-law graph never
     holds an edge-sized tensor."""
-    grad_sum, grad_m2, grad_min, grad_max = grads
+    _, grad_m2, grad_min, grad_max = grads
     width = 1 + 2 * (grad_m2 is not None) + 2 * (grad_min is not None or grad_max is not None)
     return col.shape[0] <= width * (ptr.shape[0] - 1)
 
