@@ -95,8 +95,12 @@ class Settings:
     max_epochs: int = 10_000
     patience: int = 1_000
     seed: int = 0
+    #: The heads' last activation: the paper's LeakyReLU, or none (a diagnostic:
+    #: the Laplacian labels are signed, see docs/pna.md).
+    final_activation: str = "leaky_relu"
 
 
+FINAL_ACTIVATIONS = {"leaky_relu": nn.LeakyReLU, "none": nn.Identity}
 CPU_BUDGET = Settings(max_epochs=1_000, patience=200)
 #: What the reduced budgets cut from the paper's protocol.
 REDUCED_BUDGETS = {"cpu": f"the paper's data and model, at most {CPU_BUDGET.max_epochs:,} "
@@ -126,12 +130,12 @@ def make_conv(model: str, in_channels: int, out_channels: int, towers: int, deg:
 
 
 def readout_mlp(in_channels: int, hidden: int, out_channels: int, layers: int,
-                mid: Callable[[], nn.Module]) -> nn.Sequential:
-    """``layers`` linear layers, ``mid()`` after each but the last, LeakyReLU at the end."""
+                mid: Callable[[], nn.Module], last: Callable[[], nn.Module]) -> nn.Sequential:
+    """``layers`` linear layers, ``mid()`` after each but the last, ``last()`` at the end."""
     sizes = [in_channels] + [hidden] * (layers - 1) + [out_channels]
     modules: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(sizes, sizes[1:], strict=False)):
-        modules += [nn.Linear(a, b), mid() if i < layers - 1 else nn.LeakyReLU()]
+        modules += [nn.Linear(a, b), mid() if i < layers - 1 else last()]
     return nn.Sequential(*modules)
 
 
@@ -139,17 +143,22 @@ class MultitaskNet(nn.Module):
     """The paper's network around the convolutions of ``model`` (see the module)."""
 
     def __init__(self, model: str, hidden: int, towers: int, readout_layers: int,
-                 deg: Tensor) -> None:
+                 deg: Tensor, final_activation: str = "leaky_relu") -> None:
         super().__init__()
+        if final_activation not in FINAL_ACTIVATIONS:
+            raise ValueError(f"`final_activation` must be one of {tuple(FINAL_ACTIVATIONS)}, "
+                             f"got {final_activation!r}")
+        last = FINAL_ACTIVATIONS[final_activation]
         self.hidden = hidden
         self.first = make_conv(model, 2, hidden, towers, deg, first=True)
         self.middle = make_conv(model, hidden, hidden, towers, deg, first=False)
         self.gru = nn.GRUCell(hidden, hidden)
         self.node_head = readout_mlp(hidden, hidden, len(NODE_TASKS), readout_layers,
-                                     nn.LeakyReLU)
+                                     nn.LeakyReLU, last)
         self.set2set = Set2Set(hidden, processing_steps=1)
         self.graph_head = readout_mlp(2 * hidden, hidden, len(GRAPH_TASKS), readout_layers,
-                                      lambda: nn.Sequential(nn.ReLU(), nn.BatchNorm1d(hidden)))
+                                      lambda: nn.Sequential(nn.ReLU(), nn.BatchNorm1d(hidden)),
+                                      last)
         for module in self.modules():  # the paper's FCLayer initialisation
             if isinstance(module, (nn.Linear, PyGLinear)):
                 nn.init.xavier_uniform_(module.weight, gain=1 / module.weight.size(1))
@@ -241,6 +250,7 @@ def plot_validation(details: dict[str, Any], path: Path) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Trains every model of ``args.models`` and writes the results file."""
     settings = replace(BUDGETS[args.budget], seed=args.seed,
+                       final_activation=args.final_activation,
                        **({"models": tuple(args.models)} if args.models else {}))
     study = Study(NAME, DOCS_PAGE, settings, args, budgets=tuple(BUDGETS))
     device = resolve_device(args.device)
@@ -268,7 +278,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     details: dict[str, dict[str, Any]] = {}
     for name in s.models:
         def build(name=name) -> Trainee:
-            model = MultitaskNet(name, s.hidden, s.towers, s.readout_layers, deg).to(device)
+            model = MultitaskNet(name, s.hidden, s.towers, s.readout_layers, deg,
+                                 s.final_activation).to(device)
             optimizer = torch.optim.Adam(model.parameters(), lr=s.lr,
                                          weight_decay=s.weight_decay)
             return Trainee(model, optimizer, state={"validation": [], "best_model": None})
@@ -313,4 +324,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = study_parser(__doc__, NAME, DOCS_PAGE, MODELS, REDUCED_BUDGETS)
+    parser.add_argument("--final-activation", choices=tuple(FINAL_ACTIVATIONS),
+                        default=Settings.final_activation,
+                        help="the heads' last activation: the paper's leaky_relu (default), "
+                             "or none, a diagnostic for the signed Laplacian labels")
     return run_study(run, parser, argv)

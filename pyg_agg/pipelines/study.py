@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
@@ -137,10 +137,17 @@ def epoch_generator(seed: int, epoch: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 100_003 + epoch)
 
 
-def differing_settings(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """Names of the settings whose values differ (or exist on one side only)."""
+def differing_settings(saved: dict[str, Any], current: dict[str, Any],
+                       defaults: Optional[dict[str, Any]] = None) -> list[str]:
+    """Names of the settings whose values differ (or exist on one side only).
+
+    A setting added to the study after the checkpoint was written (absent from
+    ``saved``, present in ``defaults``) matches when it holds its default: that
+    is the behaviour of the code that wrote the checkpoint.
+    """
+    defaults = defaults or {}
     return [key for key in sorted(saved.keys() | current.keys())
-            if saved.get(key) != current.get(key)]
+            if saved.get(key, defaults.get(key)) != current.get(key)]
 
 
 class Study:
@@ -187,9 +194,12 @@ class Study:
                 raise FileExistsError(f"{self.out} holds a run already: pass --resume to "
                                       "continue it, or choose another --out")
             saved = json.loads(record.read_text())
-            differing = differing_settings(saved["settings"], self.settings)
+            defaults = json.loads(json.dumps({f.name: f.default for f in fields(settings)
+                                              if f.default is not MISSING}))
+            differing = differing_settings(saved["settings"], self.settings, defaults)
             if differing:
-                details = ", ".join(f"{key} (checkpoint {saved['settings'].get(key)!r}, "
+                details = ", ".join(f"{key} (checkpoint "
+                                    f"{saved['settings'].get(key, defaults.get(key))!r}, "
                                     f"now {self.settings.get(key)!r})" for key in differing)
                 raise ValueError(f"cannot resume {self.out}: settings differ: {details}")
             self.sessions = [*saved["sessions"], session]

@@ -369,3 +369,20 @@ def test_pna_multitask_mean_predictor_predicts_the_mean_of_the_group_means():
     assert node.tolist() == [[0.5] * 3] * 2 and whole.tolist() == [[0.5] * 3]
     assert pna_multitask.task_mse(pna_multitask.mean_predictor(groups), groups).tolist() == [
         0.25] * 6
+
+
+def test_pna_multitask_final_activation_is_a_recorded_setting_older_runs_resume_at_its_default(tmp_path):
+    net = pna_multitask.MultitaskNet("PNA", 8, 2, 3, torch.tensor([0, 4, 2]), final_activation="none")
+    assert isinstance(net.node_head[-1], torch.nn.Identity)
+    assert isinstance(net.graph_head[-1], torch.nn.Identity)
+    with pytest.raises(ValueError, match="`final_activation` must be one of"):
+        pna_multitask.MultitaskNet("PNA", 8, 2, 3, torch.tensor([0, 4, 2]), final_activation="relu")
+    assert run("pna_multitask", tmp_path, "--models", "PNA", "--stop-after-epochs", "1") is None
+    record = tmp_path / "run" / "study.json"
+    saved = json.loads(record.read_text())
+    assert saved["settings"].pop("final_activation") == "leaky_relu"
+    record.write_text(json.dumps(saved))  # as written before the setting existed
+    with pytest.raises(ValueError, match=r"final_activation \(checkpoint 'leaky_relu', now 'none'\)"):
+        run("pna_multitask", tmp_path, "--models", "PNA", "--resume", "--final-activation", "none")
+    results = run("pna_multitask", tmp_path, "--models", "PNA", "--resume")  # the default matches
+    assert results["settings"]["final_activation"] == "leaky_relu"
