@@ -3,6 +3,7 @@ and layout of PyG's ``DataLoader``, for datasets whose collation costs more
 than the model's step (thousands of small :class:`Data` objects a batch)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import NamedTuple, Optional, TypeVar
 
 import torch
@@ -21,6 +22,16 @@ def loader_order(num_examples: int, generator: Optional[torch.Generator]) -> Ten
         return torch.arange(num_examples)
     torch.empty((), dtype=torch.int64).random_(generator=generator)
     return torch.randperm(num_examples, generator=generator)
+
+
+def loader_batches(num_examples: int, batch_size: int,
+                   generator: Optional[torch.Generator]) -> Iterator[Tensor]:
+    """The examples of each batch of ``DataLoader(dataset, batch_size,
+    shuffle=generator is not None, generator=generator)``, in its order
+    (:func:`loader_order`)."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}")
+    yield from loader_order(num_examples, generator).split(batch_size)
 
 
 _Batch = TypeVar("_Batch", bound=NamedTuple)

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
 
-from pyg_agg.datasets.batching import batch_to, loader_order
+from pyg_agg.datasets.batching import batch_to, loader_batches
 
 SPLITS = ("train", "test")
 
@@ -144,13 +144,11 @@ class DictionaryLookup(InMemoryDataset):
         and ``k^2`` edges, so a batch is one gather of nodes and labels and one
         offset copy of the edges, where collating 1,024 examples of k = 50 took
         0.37 s a batch."""
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}")
         k, data = self.k, self._data
         nodes, labels = data.x.view(-1, 2 * k, 2), data.y.view(-1, k)
         queries = data.query_mask[:2 * k]
         template = data.edge_index[:, :k * k]  # one example's edges, local node ids
-        for examples in loader_order(len(self), generator).split(batch_size):
+        for examples in loader_batches(len(self), batch_size, generator):
             count = examples.numel()
             offsets = torch.arange(count).mul_(2 * k).view(1, count, 1)
             edge_index = (template.unsqueeze(1) + offsets).reshape(2, -1)
