@@ -148,6 +148,7 @@ class DegreeGroups(NamedTuple):
     degrees: Tensor  # [D] the distinct degrees, ascending
     order: Tensor  # [N] the rows, stably sorted by degree
     sizes: list[int]  # how many rows have each degree
+    ends: Tensor  # [D] int32: where each group ends in order (grouped_mm's offsets)
 
 
 def degree_groups(ptr: Tensor) -> DegreeGroups:
@@ -162,7 +163,8 @@ def degree_groups(ptr: Tensor) -> DegreeGroups:
     def group() -> DegreeGroups:
         degrees, group_of_row = torch.unique(ptr.diff(), return_inverse=True)
         group_ptr, order = sort_segments(group_of_row, degrees.numel())
-        return DegreeGroups(degrees, order, group_ptr.diff().tolist())
+        return DegreeGroups(degrees, order, group_ptr.diff().tolist(),
+                            group_ptr[1:].to(torch.int32))
 
     return remembered(ptr, "degree_groups", group)
 

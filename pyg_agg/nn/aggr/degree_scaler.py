@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any, Optional, Union
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn.aggr import Aggregation
 
@@ -32,6 +33,8 @@ _LIN_SCALERS = ("linear", "inverse_linear")
 # (see `DegreeScalerAggregation.degree_groups`).
 _MAX_DEGREE_GROUPS = 64
 _MIN_GROUP_ROWS = 16
+# What `torch.nn.functional.grouped_mm` multiplies on every device.
+_GROUPED_MM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _tower_matmul(rows: Tensor, matrix: Tensor) -> Tensor:
@@ -39,6 +42,28 @@ def _tower_matmul(rows: Tensor, matrix: Tensor) -> Tensor:
     if matrix.size(0) == 1:
         return (rows.reshape(rows.size(0), -1) @ matrix[0].T).unsqueeze(1)
     return torch.einsum("ntk,tok->nto", rows, matrix)
+
+
+def _grouped_matmul(rows: Tensor, matrices: Tensor, groups: DegreeGroups) -> Tensor:
+    """``[R, T, K]`` rows in groups (``groups.sizes``), each group times its own
+    ``[T, O, K]`` matrix of ``matrices`` ``[D, T, O, K]``: ``[R, T, O]``.
+
+    One ``grouped_mm`` where it applies (one tower, float32 and below, rows
+    and outputs in multiples of 16 bytes): no split of the rows, and no
+    concatenation of the groups' outputs or of their gradients (7-9% of a
+    PNAConv step on molecules). Elsewhere one matmul per group: float64, odd
+    widths, and towers, whose strided per-tower rows made ``grouped_mm`` 12%
+    slower there.
+    """
+    row_bytes = [size * rows.element_size() for size in (rows.size(-1), matrices.size(-2))]
+    if (rows.size(1) == 1 and rows.dtype in _GROUPED_MM_DTYPES
+            and all(b % 16 == 0 for b in row_bytes)):
+        out = F.grouped_mm(rows.view(rows.size(0), -1), matrices[:, 0].transpose(1, 2),
+                           offs=groups.ends)
+        return out.unsqueeze(1)
+    # split/unbind, not slices: a slice's backward zero-fills a full-size gradient
+    return torch.cat([_tower_matmul(group, matrix) for group, matrix in
+                      zip(rows.split(groups.sizes), matrices.unbind(0), strict=True)])
 
 
 def parse_names(value: Union[str, Iterable[str]], known: tuple[str, ...], arg: str) -> list[str]:
@@ -279,11 +304,10 @@ class DegreeScalerAggregation(Aggregation):
         num_nodes, towers, width = stacked.shape
         num_scalers = weight.size(1)
         if groups is not None:
-            combined = torch.einsum("ds,tsok->dtok", self.scales(groups.degrees, stacked.dtype),
-                                    weight)
-            # split/unbind, not slices: a slice's backward zero-fills a full-size gradient
-            out = torch.cat([_tower_matmul(rows, matrix) for rows, matrix in
-                             zip(stacked.split(groups.sizes), combined.unbind(0), strict=True)])
+            # [D, S] x [T, S, O, K] -> [D, T, O, K]: one mm (einsum took 20% longer)
+            combined = torch.tensordot(self.scales(groups.degrees, stacked.dtype), weight,
+                                       dims=([1], [1]))
+            out = _grouped_matmul(stacked, combined, groups)
             if add is None:
                 return out.new_empty(out.shape).index_copy(0, groups.order, out)
             return add.index_add(0, groups.order, out)  # back in node order, and added

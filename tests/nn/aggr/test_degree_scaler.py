@@ -161,34 +161,40 @@ def test_gather_form_only_where_the_shift_matters():
     assert DegreeScalerAggregation(["std", "max"], "identity").gathers
 
 
+# one grouped_mm where it applies (one tower, float32, rows of 16-byte multiples:
+# widths 8 -> 4), else one matmul per group (towers, float64, widths 6 -> 5)
+@pytest.mark.parametrize("dtype,width,out_width", [(torch.float64, 6, 5), (torch.float32, 8, 4),
+                                                   (torch.float32, 6, 5)])
 @pytest.mark.parametrize("towers", [1, 3])
-def test_scaled_linear_grouped_by_degree_equals_every_scaler_weighted(towers):
+def test_scaled_linear_grouped_by_degree_equals_every_scaler_weighted(towers, dtype, width, out_width):
     gen = torch.Generator().manual_seed(towers)
     deg = torch.tensor([3, 5, 2, 4, 0, 0, 0, 1])
     aggr = DegreeScalerAggregation(["mean", "max"], ["identity", "amplification", "attenuation", "linear"],
-                                   deg, train_norm=True).double()
+                                   deg, train_norm=True).to(dtype)
     count = torch.tensor([0, 1, 2, 3, 7])[torch.randint(0, 5, (300,), generator=gen)]
     ptr = torch.cat([count.new_zeros(1), count.cumsum(0)])
-    stacked = torch.randn(300, towers, 6, generator=gen, dtype=torch.float64, requires_grad=True)
-    weight = torch.randn(towers, 4, 5, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    stacked = torch.randn(300, towers, width, generator=gen, dtype=dtype, requires_grad=True)
+    weight = torch.randn(towers, 4, out_width, width, generator=gen, dtype=dtype, requires_grad=True)
     groups = aggr.degree_groups(ptr)  # 5 degrees among 300 nodes: grouped
     assert groups is not None and groups.degrees.tolist() == [0, 1, 2, 3, 7]
     assert torch.equal(count[groups.order], count.sort(stable=True).values)
 
-    add = torch.randn(300, towers, 5, generator=gen, dtype=torch.float64, requires_grad=True)
+    add = torch.randn(300, towers, out_width, generator=gen, dtype=dtype, requires_grad=True)
 
     def run(rows, groups, plus):
         out = aggr.scaled_linear(rows, count, weight, groups, add=plus)
         wrt = [stacked, weight, aggr.avg_deg_log, aggr.avg_deg_lin] + ([add] if plus is not None else [])
         return out, torch.autograd.grad(out.square().sum(), wrt)
 
+    # float32: the combined matrices round differently from the weighted sum
+    tolerance = {} if dtype == torch.float64 else {"rtol": 1e-4, "atol": 1e-4}
     for plus in (None, add):
         grouped = run(stacked[groups.order], groups, plus)
         weighted = run(stacked, None, plus)
-        assert grouped[0].shape == (300, towers, 5)
-        torch.testing.assert_close(grouped[0], weighted[0])
+        assert grouped[0].shape == (300, towers, out_width)
+        torch.testing.assert_close(grouped[0], weighted[0], **tolerance)
         for a, b in zip(grouped[1], weighted[1], strict=True):
-            torch.testing.assert_close(a, b)
+            torch.testing.assert_close(a, b, **tolerance)
     torch.testing.assert_close(run(stacked, None, add)[0], run(stacked, None, None)[0] + add)
 
 
