@@ -98,9 +98,15 @@ class Settings:
     #: The heads' last activation: the paper's LeakyReLU, or none (a diagnostic:
     #: the Laplacian labels are signed, see docs/pna.md).
     final_activation: str = "leaky_relu"
+    #: The linear layers' initialisation: the paper's (Xavier uniform, gain
+    #: 1 / fan_in, zero bias), or each layer's own PyTorch/PyG default (a
+    #: diagnostic: at the paper's, the node-to-node signal vanishes through
+    #: the weight-tied layers, see docs/pna.md).
+    init: str = "paper"
 
 
 FINAL_ACTIVATIONS = {"leaky_relu": nn.LeakyReLU, "none": nn.Identity}
+INITS = ("paper", "torch")
 CPU_BUDGET = Settings(max_epochs=1_000, patience=200)
 #: What the reduced budgets cut from the paper's protocol.
 REDUCED_BUDGETS = {"cpu": f"the paper's data and model, at most {CPU_BUDGET.max_epochs:,} "
@@ -143,11 +149,13 @@ class MultitaskNet(nn.Module):
     """The paper's network around the convolutions of ``model`` (see the module)."""
 
     def __init__(self, model: str, hidden: int, towers: int, readout_layers: int,
-                 deg: Tensor, final_activation: str = "leaky_relu") -> None:
+                 deg: Tensor, final_activation: str = "leaky_relu", init: str = "paper") -> None:
         super().__init__()
         if final_activation not in FINAL_ACTIVATIONS:
             raise ValueError(f"`final_activation` must be one of {tuple(FINAL_ACTIVATIONS)}, "
                              f"got {final_activation!r}")
+        if init not in INITS:
+            raise ValueError(f"`init` must be one of {INITS}, got {init!r}")
         last = FINAL_ACTIVATIONS[final_activation]
         self.hidden = hidden
         self.first = make_conv(model, 2, hidden, towers, deg, first=True)
@@ -159,7 +167,7 @@ class MultitaskNet(nn.Module):
         self.graph_head = readout_mlp(2 * hidden, hidden, len(GRAPH_TASKS), readout_layers,
                                       lambda: nn.Sequential(nn.ReLU(), nn.BatchNorm1d(hidden)),
                                       last)
-        for module in self.modules():  # the paper's FCLayer initialisation
+        for module in self.modules() if init == "paper" else ():  # the paper's FCLayer's
             if isinstance(module, (nn.Linear, PyGLinear)):
                 nn.init.xavier_uniform_(module.weight, gain=1 / module.weight.size(1))
                 if module.bias is not None:
@@ -250,7 +258,7 @@ def plot_validation(details: dict[str, Any], path: Path) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Trains every model of ``args.models`` and writes the results file."""
     settings = replace(BUDGETS[args.budget], seed=args.seed,
-                       final_activation=args.final_activation,
+                       final_activation=args.final_activation, init=args.init,
                        **({"models": tuple(args.models)} if args.models else {}))
     study = Study(NAME, DOCS_PAGE, settings, args, budgets=tuple(BUDGETS))
     device = resolve_device(args.device)
@@ -279,7 +287,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for name in s.models:
         def build(name=name) -> Trainee:
             model = MultitaskNet(name, s.hidden, s.towers, s.readout_layers, deg,
-                                 s.final_activation).to(device)
+                                 s.final_activation, s.init).to(device)
             optimizer = torch.optim.Adam(model.parameters(), lr=s.lr,
                                          weight_decay=s.weight_decay)
             return Trainee(model, optimizer, state={"validation": [], "best_model": None})
@@ -328,4 +336,7 @@ def main(argv: list[str] | None = None) -> int:
                         default=Settings.final_activation,
                         help="the heads' last activation: the paper's leaky_relu (default), "
                              "or none, a diagnostic for the signed Laplacian labels")
+    parser.add_argument("--init", choices=INITS, default=Settings.init,
+                        help="the linear layers' initialisation: the paper's (default), or "
+                             "torch, each layer's own default (a diagnostic, see docs/pna.md)")
     return run_study(run, parser, argv)

@@ -1,5 +1,6 @@
 """The paper studies: small budgets end to end, exact resumption, refusals, docs tables."""
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -386,3 +387,19 @@ def test_pna_multitask_final_activation_is_a_recorded_setting_older_runs_resume_
         run("pna_multitask", tmp_path, "--models", "PNA", "--resume", "--final-activation", "none")
     results = run("pna_multitask", tmp_path, "--models", "PNA", "--resume")  # the default matches
     assert results["settings"]["final_activation"] == "leaky_relu"
+
+
+def test_pna_multitask_init_the_papers_or_each_layers_default(tmp_path):
+    deg = torch.tensor([0, 4, 2])
+
+    def largest_over_papers_bound(net):  # Xavier uniform with gain 1 / fan_in
+        return max(float(m.weight.abs().max() / (math.sqrt(6 / sum(m.weight.shape)) / m.weight.size(1)))
+                   for m in net.modules() if isinstance(m, torch.nn.Linear))
+
+    torch.manual_seed(0)
+    assert largest_over_papers_bound(pna_multitask.MultitaskNet("PNA", 8, 2, 3, deg)) <= 1
+    assert largest_over_papers_bound(pna_multitask.MultitaskNet("PNA", 8, 2, 3, deg, init="torch")) > 2
+    with pytest.raises(ValueError, match="`init` must be one of"):
+        pna_multitask.MultitaskNet("PNA", 8, 2, 3, deg, init="xavier")
+    results = run("pna_multitask", tmp_path, "--models", "PNA", "--init", "torch")
+    assert results["settings"]["init"] == "torch"
