@@ -396,9 +396,11 @@ def _split_page(page: Path, name: str) -> tuple[str, str, str]:
     return head + start, table.strip(), TABLE_END + tail
 
 
-def update_docs_table(page: Path, results: dict[str, Any]) -> None:
-    """Replaces the study's table in ``page`` (between its markers) by the rendered one."""
-    head, _, tail = _split_page(page, results["study"])
+def update_docs_table(page: Path, results: dict[str, Any], name: Optional[str] = None) -> None:
+    """Replaces the study's table in ``page`` (between its markers) by the rendered one;
+    ``name`` picks another table than the study's own (a supplementary run's, named
+    after its results file, e.g. ``pna_multitask-gcn-gat-gin``)."""
+    head, _, tail = _split_page(page, name or results["study"])
     page.write_text(f"{head}\n{render_table(results)}\n{tail}")
 
 

@@ -155,6 +155,22 @@ def test_docs_tables_are_generated_from_the_committed_results(name):
     assert docs_table(DOCS / {**STUDIES, **DATA_STUDIES}[name][1], name) == render_table(results)
 
 
+def supplementary_tables() -> list[tuple[Path, Path]]:
+    """(results file, docs page) of the supplementary runs that have a table in their
+    study's page: ``docs/results/<study>-<run>.json`` under the marker ``<study>-<run>``."""
+    found = []
+    for path in sorted((DOCS / "results").glob("*-*.json")):
+        page = DOCS / {**STUDIES, **DATA_STUDIES}[json.loads(path.read_text())["study"]][1]
+        if f"<!-- study-table: {path.stem} -->" in page.read_text():
+            found.append((path, page))
+    return found
+
+
+@pytest.mark.parametrize("path,page", supplementary_tables(), ids=lambda p: p.stem)
+def test_supplementary_tables_are_generated_from_their_results(path, page):
+    assert docs_table(page, path.stem) == render_table(json.loads(path.read_text()))
+
+
 def test_committed_histograph_results_nest_model_condition_value():
     deep_gcn = json.loads((DOCS / "results" / "histograph_deep_gcn.json").read_text())
     for results in (deep_gcn["paper"], deep_gcn["ours"], deep_gcn["std"]):
