@@ -167,11 +167,12 @@ class MultitaskNet(nn.Module):
         self.graph_head = readout_mlp(2 * hidden, hidden, len(GRAPH_TASKS), readout_layers,
                                       lambda: nn.Sequential(nn.ReLU(), nn.BatchNorm1d(hidden)),
                                       last)
-        for module in self.modules() if init == "paper" else ():  # the paper's FCLayer's
-            if isinstance(module, (nn.Linear, PyGLinear)):
-                nn.init.xavier_uniform_(module.weight, gain=1 / module.weight.size(1))
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+        if init == "paper":  # the paper's FCLayer initialisation
+            for module in self.modules():
+                if isinstance(module, (nn.Linear, PyGLinear)):
+                    nn.init.xavier_uniform_(module.weight, gain=1 / module.weight.size(1))
+                    if module.bias is not None:
+                        nn.init.zeros_(module.bias)
 
     def forward(self, batch: Batch, num_nodes: int) -> tuple[Tensor, Tensor]:
         """Node and graph predictions for ``batch``, whose graphs all have ``num_nodes`` nodes."""

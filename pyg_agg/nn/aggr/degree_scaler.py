@@ -33,7 +33,7 @@ _LIN_SCALERS = ("linear", "inverse_linear")
 # (see `DegreeScalerAggregation.degree_groups`).
 _MAX_DEGREE_GROUPS = 64
 _MIN_GROUP_ROWS = 16
-# What `torch.nn.functional.grouped_mm` multiplies on every device.
+# The dtypes that `torch.nn.functional.grouped_mm` takes (float64 is not one).
 _GROUPED_MM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
