@@ -301,7 +301,10 @@ class Study:
         self.results.parent.mkdir(parents=True, exist_ok=True)
         _write_json_atomic(self.results, data)
         if self.docs_page:
-            update_docs_table(Path(self.docs_page), data)
+            # a supplementary run's file, <study>-<run>.json, has its own table
+            supplementary = self.results.stem.startswith(f"{self.name}-")
+            update_docs_table(Path(self.docs_page), data,
+                              self.results.stem if supplementary else None)
         tqdm.write(render_table(data))
         return data
 
@@ -399,7 +402,7 @@ def _split_page(page: Path, name: str) -> tuple[str, str, str]:
 def update_docs_table(page: Path, results: dict[str, Any], name: Optional[str] = None) -> None:
     """Replaces the study's table in ``page`` (between its markers) by the rendered one;
     ``name`` picks another table than the study's own (a supplementary run's, named
-    after its results file, e.g. ``pna_multitask-gcn-gat-gin``)."""
+    after its results file ``<study>-<run>.json``, e.g. ``pna_multitask-gcn-gat-gin``)."""
     head, _, tail = _split_page(page, name or results["study"])
     page.write_text(f"{head}\n{render_table(results)}\n{tail}")
 

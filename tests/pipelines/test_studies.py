@@ -166,6 +166,16 @@ def supplementary_tables() -> list[tuple[Path, Path]]:
     return found
 
 
+def test_a_supplementary_run_writes_its_own_table(tmp_path):
+    page = tmp_path / "pna.md"
+    page.write_text((DOCS / "pna.md").read_text()
+                    + "\n<!-- study-table: pna_multitask-extra -->\n<!-- /study-table -->\n")
+    own = docs_table(page, "pna_multitask")
+    results = run("pna_multitask", tmp_path, "--models", "MPNN (max)", results="pna_multitask-extra.json")
+    assert docs_table(page, "pna_multitask-extra") == render_table(results)
+    assert docs_table(page, "pna_multitask") == own  # the study's own table untouched
+
+
 @pytest.mark.parametrize("path,page", supplementary_tables(), ids=lambda p: p.stem)
 def test_supplementary_tables_are_generated_from_their_results(path, page):
     assert docs_table(page, path.stem) == render_table(json.loads(path.read_text()))
