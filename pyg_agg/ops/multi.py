@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Optional, Union
 
 import torch
@@ -89,26 +89,75 @@ def stacked_multi_aggregate(
     stats: Iterable[str] = ("mean", "min", "max", "std"),
     std_mode: str = "pyg",
     eps: float = 1e-5,
+    scaler: Optional[Callable[[Tensor], Tensor]] = None,
 ) -> tuple[Tensor, Tensor]:
-    """:func:`multi_aggregate`'s statistics stacked in the order of ``stats``,
+    r""":func:`multi_aggregate`'s statistics stacked in the order of ``stats``,
     as one ``[N, A, *]`` tensor: what :func:`stacked_statistics` is to CSR
     rows, for an unsorted ``index``. With the native backend the statistics
     are derived and stacked by one op each way (no per-statistic tensors, no
     stack copy). Empty segments give 0 in every slot.
 
+    With a ``scaler`` (a function of the counts, e.g. PNA's degree scalers),
+    the result is every statistic times every factor,
+
+    .. math::
+        \mathrm{out}_{i, s, a} = \mathrm{scaler}(d)_{i, s}\; a(\{x_j\})_i,
+
+    ``[N, S, A, *]``. With the native backend the same op writes the scaled
+    copies: no unscaled ``[N, A, *]`` intermediate and no product pass, and
+    its backward sums the gradient over the factors as it reads it.
+
     Args:
         src, index, dim_size, std_mode, eps: As in :func:`multi_aggregate`.
         stats: Some of ``sum, mean, min, max, var, std``, in the order wanted
             (repeats allowed).
+        scaler: Maps the counts (``[N]`` int64) to ``[N, S]`` floating-point
+            factors (cast to ``src``'s dtype; they may require grad), or None.
 
     Returns:
-        ``([N, A, *], counts [N] int64)``.
+        ``([N, A, *]`` or ``[N, S, A, *]``, counts ``[N]`` int64).
     """
     names = _check_stackable(src, stats, std_mode, eps)
     n = check_index(index, src, 0, dim_size)
     counts, primitives, use_native = _index_primitives(src, index, n, names)
-    stacked = _stack_primitives(names, counts, primitives, None, None, use_native, std_mode, eps)
-    return stacked.view(n, len(names), *src.shape[1:]), counts
+    if scaler is None:
+        stacked = _stack_primitives(names, counts, primitives, None, None, use_native, std_mode, eps)
+        return stacked.view(n, len(names), *src.shape[1:]), counts
+    scales = _check_scales(scaler(counts), n, src)
+    if use_native and native.has_kernels(src.device.type):
+        stacked = native.stack_statistics(*primitives, counts, None, _stack_codes(names), eps,
+                                          std_mode == "pyg", scales=scales)
+    else:
+        stacked = scale_stacked(
+            _stack_primitives(names, counts, primitives, None, None, use_native, std_mode, eps), scales)
+    return stacked.view(n, scales.size(1), len(names), *src.shape[1:]), counts
+
+
+def scale_stacked(stacked: Tensor, scales: Tensor) -> Tensor:
+    """``[N, A, *]`` statistics times ``[N, S]`` factors: ``[N, S, A, *]``.
+
+    As a batched matmul with ``k = 1``: the same products, and its backward
+    sums the gradient over the factors in one pass, with no output-sized
+    scaled copy of it.
+    """
+    n = stacked.size(0)
+    out = torch.bmm(scales.unsqueeze(2), stacked.reshape(n, 1, -1))
+    return out.view(n, scales.size(1), *stacked.shape[1:])
+
+
+def _check_scales(scales: Any, n: int, src: Tensor) -> Tensor:
+    if (not isinstance(scales, Tensor) or scales.dim() != 2 or scales.size(0) != n
+            or not scales.is_floating_point()):
+        got = (f"shape {tuple(scales.shape)}, dtype {scales.dtype}" if isinstance(scales, Tensor)
+               else type(scales).__name__)
+        raise ValueError(f"`scaler` must return floating-point factors of shape ({n}, S) (one "
+                         f"row per segment), got {got}")
+    return scales.to(src.dtype).contiguous()
+
+
+def _stack_codes(names: tuple[str, ...]) -> list[int]:
+    """The native op's codes of the statistics ``names``."""
+    return [STACKABLE.index(name) for name in names]
 
 
 def _index_primitives(src: Tensor, index: Tensor, n: int,
@@ -242,8 +291,7 @@ def _stack_primitives(names: tuple[str, ...], counts: Tensor, primitives: tuple[
     the native epilogue where the native backend ran, else the reference."""
     total, m2, low, high = primitives
     if use_native and native.has_kernels(total.device.type):
-        kinds = [STACKABLE.index(name) for name in names]
-        return native.stack_statistics(total, m2, low, high, counts, shift, kinds, eps,
+        return native.stack_statistics(total, m2, low, high, counts, shift, _stack_codes(names), eps,
                                        std_mode == "pyg", row_order)
     stacked = stack_statistics_reference(names, counts, total, m2, low, high, shift, std_mode, eps)
     return stacked if row_order is None else stacked.index_select(0, row_order)

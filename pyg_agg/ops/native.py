@@ -77,15 +77,20 @@ _LIB.define(
 # kinds[a] (multi.STACKABLE's codes: sum, mean, min, max, var, std), the values
 # shifted per row by shift (sum by d * shift, var/std not at all); empty rows 0.
 # Primitives no kind reads may be [0]. Output row k holds row row_order[k] (a
-# permutation of the rows, checked by the caller), or row k without one.
+# permutation of the rows, checked by the caller), or row k without one. With
+# scales [N, S] (row i's, in row order) the output is [N, S, A, F], slot (s, a)
+# holding scales[i, s] times statistic a.
 _LIB.define(
     "stack_statistics(Tensor total, Tensor m2, Tensor low, Tensor high, Tensor counts, "
-    "Tensor? shift, int[] kinds, float eps, bool pyg_mode, Tensor? row_order=None) -> Tensor"
+    "Tensor? shift, int[] kinds, float eps, bool pyg_mode, Tensor? row_order=None, "
+    "Tensor? scales=None) -> Tensor"
 )
 # Gradients of (total, m2, low, high, shift); [0] where not read (shift: has_shift false).
+# With scales, grad is [N, S, A, F]; the scales' own gradient is not computed here.
 _LIB.define(
     "stack_statistics_backward(Tensor grad, Tensor m2, Tensor counts, int[] kinds, float eps, "
-    "bool pyg_mode, bool has_shift, Tensor? row_order=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"
+    "bool pyg_mode, bool has_shift, Tensor? row_order=None, Tensor? scales=None) "
+    "-> (Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
 # Stable counting sort of a segment index with entries in [0, buckets): returns
 # (ptr [buckets + 1], perm [E]), bucket b's entries in input order being
@@ -315,15 +320,18 @@ _SHIFTED = (0, 1, 2, 3)
 
 @torch.library.register_fake("pyg_agg::stack_statistics")
 def _stack_statistics_fake(total, m2, low, high, counts, shift, kinds, eps, pyg_mode,
-                           row_order=None):
+                           row_order=None, scales=None):
     like = next(t for t in (total, m2, low, high) if t.dim() == 2)
-    return like.new_empty((counts.shape[0], len(kinds), like.shape[1]))
+    per_scale = (len(kinds), like.shape[1])
+    if scales is None:
+        return like.new_empty((counts.shape[0], *per_scale))
+    return like.new_empty((counts.shape[0], scales.shape[1], *per_scale))
 
 
 @torch.library.register_fake("pyg_agg::stack_statistics_backward")
 def _stack_statistics_backward_fake(grad, m2, counts, kinds, eps, pyg_mode, has_shift,
-                                    row_order=None):
-    rows, channels = grad.shape[0], grad.shape[2]
+                                    row_order=None, scales=None):
+    rows, channels = grad.shape[0], grad.shape[-1]
 
     def made(codes):
         shape = (rows, channels) if any(k in codes for k in kinds) else (0,)
@@ -335,19 +343,32 @@ def _stack_statistics_backward_fake(grad, m2, counts, kinds, eps, pyg_mode, has_
 
 
 def _stack_setup_context(ctx, inputs, output):
-    _total, m2, _low, _high, counts, shift, kinds, eps, pyg_mode, row_order = inputs
+    total, m2, low, high, counts, shift, kinds, eps, pyg_mode, row_order, scales = inputs
     ctx.kinds, ctx.eps, ctx.pyg_mode, ctx.has_shift = kinds, eps, pyg_mode, shift is not None
-    ctx.save_for_backward(m2, counts, row_order)
+    # the scales' gradient (trainable degree normalisers, rarely) recomputes the
+    # unscaled statistics, so the primitives are kept only then
+    ctx.scales_need_grad = scales is not None and scales.requires_grad
+    kept = (total, low, high, shift) if ctx.scales_need_grad else (None,) * 4
+    ctx.save_for_backward(m2, counts, row_order, scales, *kept)
 
 
 def _stack_backward(ctx, grad):
-    m2, counts, row_order = ctx.saved_tensors
+    m2, counts, row_order, scales, total, low, high, shift = ctx.saved_tensors
     grads = torch.ops.pyg_agg.stack_statistics_backward(grad, m2, counts, ctx.kinds, ctx.eps,
-                                                         ctx.pyg_mode, ctx.has_shift, row_order)
+                                                         ctx.pyg_mode, ctx.has_shift, row_order,
+                                                         scales)
     g_total, g_m2, g_low, g_high, g_shift = (
         g if needed and g.numel() > 0 else None
         for g, needed in zip(grads, (ctx.needs_input_grad[i] for i in (0, 1, 2, 3, 5)), strict=True))
-    return g_total, g_m2, g_low, g_high, None, g_shift, None, None, None, None
+    g_scales = None
+    if ctx.scales_need_grad:
+        unscaled = torch.ops.pyg_agg.stack_statistics(total, m2, low, high, counts, shift, ctx.kinds,
+                                                      ctx.eps, ctx.pyg_mode, row_order)
+        # d out[r, s] / d scales[i, s] = stat[r] (row r holding row i = row_order[r])
+        g_rows = torch.einsum("rsk,rk->rs", grad.flatten(2), unscaled.flatten(1))
+        g_scales = g_rows if row_order is None else torch.empty_like(g_rows).index_copy_(
+            0, row_order, g_rows)
+    return g_total, g_m2, g_low, g_high, None, g_shift, None, None, None, None, g_scales
 
 
 torch.library.register_autograd("pyg_agg::stack_statistics", _stack_backward,
@@ -432,12 +453,16 @@ def needs_ties(*inputs: Optional[Tensor]) -> bool:
 
 def stack_statistics(total: Tensor, m2: Tensor, low: Tensor, high: Tensor, counts: Tensor,
                      shift: Optional[Tensor], kinds: list[int], eps: float,
-                     pyg_mode: bool, row_order: Optional[Tensor] = None) -> Tensor:
+                     pyg_mode: bool, row_order: Optional[Tensor] = None,
+                     scales: Optional[Tensor] = None) -> Tensor:
     """Unchecked call of the native epilogue: the statistics ``kinds`` stacked as
     ``[N, A, F]`` from the primitives of :func:`segment_stats` and int64
-    ``counts``, in ``row_order`` (a permutation) when given (see
+    ``counts``, in ``row_order`` (a permutation) when given, and times each of
+    the ``[N, S]`` ``scales`` as ``[N, S, A, F]`` when given (see
     :func:`pyg_agg.ops.stacked_statistics`)."""
-    return torch.ops.pyg_agg.stack_statistics(total, m2, low, high, counts.contiguous(),
-                                              None if shift is None else shift.contiguous(),
-                                              kinds, float(eps), pyg_mode,
-                                              None if row_order is None else row_order.contiguous())
+    def dense(t: Optional[Tensor]) -> Optional[Tensor]:
+        return None if t is None else t.contiguous()
+
+    return torch.ops.pyg_agg.stack_statistics(total, m2, low, high, counts.contiguous(), dense(shift),
+                                              kinds, float(eps), pyg_mode, dense(row_order),
+                                              dense(scales))

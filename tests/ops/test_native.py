@@ -1,5 +1,6 @@
 """The native multi-statistic op against the torch reference and PyG."""
 import os
+import re
 import subprocess
 import sys
 
@@ -284,6 +285,32 @@ def test_stacked_multi_aggregate_is_multi_aggregate_stacked(backend):
         stacked_multi_aggregate(src, index, 5)
 
 
+@pytest.mark.parametrize("backend", ["native", "torch"])
+def test_stacked_multi_aggregate_with_a_scaler_is_every_statistic_times_every_factor(backend):
+    index = hard_graph(num_nodes=12, num_edges=40)  # unsorted, duplicates, empty rows
+    src = torch.randn(index.numel(), 2, 3, dtype=torch.float64, requires_grad=True)
+    norm = torch.rand(2, dtype=torch.float64, requires_grad=True)  # a trainable scaler
+    stats = ("sum", "var", "std", "mean", "min", "max", "mean")
+
+    def scaler(counts, norm=norm):
+        degree = counts.to(torch.float64)
+        return torch.stack([torch.ones_like(degree), (degree + 1).log() / norm[0],
+                            norm[1] / degree.clamp(min=1)], dim=1)
+
+    with use_backend(backend):
+        scaled, counts = stacked_multi_aggregate(src, index, 12, stats, scaler=scaler)
+        stacked, _ = stacked_multi_aggregate(src, index, 12, stats)
+        assert torch.autograd.gradcheck(
+            lambda x, n: stacked_multi_aggregate(x, index, 12, stats, scaler=lambda c: scaler(c, n))[0],
+            (src, norm))
+        for bad, got in ((lambda c: c, "shape (12,), dtype torch.int64"),
+                         (lambda c: torch.ones(5, 2), "shape (5, 2)"), (lambda c: None, "NoneType")):
+            with pytest.raises(ValueError, match=r"`scaler` must return .* \(12, S\).*got " + re.escape(got)):
+                stacked_multi_aggregate(src, index, 12, stats, scaler=bad)
+    assert scaled.shape == (12, 3, len(stats), 2, 3)
+    torch.testing.assert_close(scaled, scaler(counts)[:, :, None, None, None] * stacked.unsqueeze(1))
+
+
 def test_stacked_statistics_without_grad_and_in_a_compiled_graph():
     ptr, col, num_sources = gather_graph()
     src, shift = torch.randn(num_sources, 4), torch.randn(ptr.numel() - 1, 4)
@@ -407,19 +434,23 @@ def test_triton_kernels_match_cpu_kernels_under_the_interpreter(triton_interpret
                         a = torch.ops.pyg_agg.segment_stats_backward_gather(*g, x, ptr, c, t, *saved, *csc)
                         b = triton_kernels.segment_stats_backward_gather(*g, x, ptr, c, t, *saved, *csc)
                         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
-            # the epilogue: every kind, repeats, with and without a shift, empty rows
+            # the epilogue: every kind, repeats, with and without a shift, scaled, empty rows
             shift, none = torch.randn(n, f, dtype=dtype), src.new_empty(0)
+            scales = torch.rand(n, 3, dtype=dtype)
             cpu = native.segment_stats(src, ptr, col, term)
             for kinds in ([1, 2, 3, 5], [0, 4, 5, 1, 0], [3]):
                 prims = [cpu[0] if {0, 1} & set(kinds) else none, cpu[1] if {4, 5} & set(kinds) else none,
                          cpu[2] if 2 in kinds else none, cpu[3] if 3 in kinds else none]
-                for sh, order in ((shift, None), (None, None), (shift, torch.randperm(n))):
+                for sh, order, sc in ((shift, None, None), (None, None, None),
+                                      (shift, torch.randperm(n), None), (None, None, scales),
+                                      (shift, torch.randperm(n), scales)):
                     for pyg_mode in (True, False):
-                        a = native.stack_statistics(*prims, ptr.diff(), sh, kinds, 1e-5, pyg_mode, order)
-                        b = stack_kernels.stack_statistics(*prims, ptr.diff(), sh, kinds, 1e-5, pyg_mode, order)
+                        a = native.stack_statistics(*prims, ptr.diff(), sh, kinds, 1e-5, pyg_mode, order, sc)
+                        b = stack_kernels.stack_statistics(*prims, ptr.diff(), sh, kinds, 1e-5, pyg_mode,
+                                                           order, sc)
                         assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
-                        g = torch.randn(n, len(kinds), f, dtype=dtype)
-                        args = (g, prims[1], ptr.diff(), kinds, 1e-5, pyg_mode, sh is not None, order)
+                        g = torch.randn(a.shape, dtype=dtype)
+                        args = (g, prims[1], ptr.diff(), kinds, 1e-5, pyg_mode, sh is not None, order, sc)
                         for a, b in zip(torch.ops.pyg_agg.stack_statistics_backward(*args),
                                         stack_kernels.stack_statistics_backward(*args)):
                             assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5), (a - b).abs().max()

@@ -15,6 +15,7 @@ from pyg_agg.ops import (
     check_index,
     degree_groups,
     multi_aggregate,
+    scale_stacked,
     stacked_multi_aggregate,
     stacked_statistics,
 )
@@ -136,8 +137,8 @@ class DegreeScalerAggregation(Aggregation):
     Output layout, buffers (``avg_deg_lin``, ``avg_deg_log``) and values are
     PyG's, so state dicts load both ways. Differences: all aggregators come
     from one :func:`pyg_agg.ops.stacked_multi_aggregate` pass (one fused native
-    pass and one epilogue on CPU, each way) with a backward that keeps only the
-    messages, and a numerically stable variance; the paper's ``moment3..5``
+    pass, then one epilogue that writes the scaled output, each way) with a
+    backward that keeps only the messages, and a numerically stable variance; the paper's ``moment3..5``
     aggregators are available; a single scaler may be given as a string
     whatever ``aggr`` is (PyG tests ``aggr`` for that, so ``scaler="identity"``
     with a list of aggregators fails there).
@@ -230,7 +231,7 @@ class DegreeScalerAggregation(Aggregation):
         edges), and at least one aggregator that the shift moves; with only
         var/std the shift's parameters would get no gradient at all, where
         the materialised form gives them a zero one (DDP needs one)."""
-        return (not any(a.startswith("moment") for a in self.aggregators)
+        return (not self._has_moments
                 and any(a in ("mean", "sum", "min", "max") for a in self.aggregators))
 
     def gathered_statistics(self, src: Tensor, ptr: Tensor, col: Tensor,
@@ -327,16 +328,21 @@ class DegreeScalerAggregation(Aggregation):
         moved = x.movedim(dim, 0)
         n = check_index(index, moved, 0, dim_size)
         # an explicit width: reshape(0, -1) is ambiguous when there are no messages
-        width = math.prod(moved.shape[1:])
-        stacked, count = self.statistics(moved.reshape(moved.size(0), width), index, n)
-        # s (x) a as a batched matmul with k = 1: the same products, and its
-        # backward sums the gradient over the scalers in one pass, without an
-        # output-sized scaled copy of it
-        scales = self.scales(count, x.dtype)
-        out = torch.bmm(scales.unsqueeze(2), stacked.reshape(n, 1, -1))
-        out = out.view(n, scales.size(1), len(self.aggregators), *moved.shape[1:])
+        msg = moved.reshape(moved.size(0), math.prod(moved.shape[1:]))
+        if self._has_moments:
+            stacked, count = self.statistics(msg, index, n)
+            out = scale_stacked(stacked, self.scales(count, x.dtype))
+        else:  # the scaled copies written by the statistics' epilogue
+            out, _ = stacked_multi_aggregate(msg, index, n, self._base_statistics(),
+                                             std_mode=self.std_mode, eps=self.eps,
+                                             scaler=lambda count: self.scales(count, x.dtype))
+        out = out.view(n, len(self.scalers), len(self.aggregators), *moved.shape[1:])
         out = out.movedim((1, 2), (-3, -2))
         return out.reshape(*out.shape[:-3], -1).movedim(0, dim)
+
+    @property
+    def _has_moments(self) -> bool:
+        return any(a.startswith("moment") for a in self.aggregators)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}()"  # PyG's repr, which its own tests check

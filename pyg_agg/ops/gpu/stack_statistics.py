@@ -7,7 +7,9 @@ writes every slot of the stacked ``[N, A, F]`` output; the backward reads the
 row's ``A`` gradient slots once and writes each primitive's gradient once. The
 kind codes (``multi.STACKABLE``) come as a small int32 tensor. With a
 ``row_order``, program ``r`` serves row ``row_order[r]``: output (and gradient)
-row ``r``, primitive row ``row_order[r]``.
+row ``r``, primitive row ``row_order[r]``. With ``scales`` (``[N, S]``) the
+program writes the row's ``S`` scaled copies, ``[N, S, A, F]``, and the
+backward sums the ``S`` gradient copies as it reads them.
 """
 from __future__ import annotations
 
@@ -42,8 +44,8 @@ def _std(var, eps, PYG_MODE: tl.constexpr):
 @triton.jit
 def _row(m2, counts, order, channels, eps, HAS_M2: tl.constexpr, HAS_ORDER: tl.constexpr,
          PYG_MODE: tl.constexpr, ACC: tl.constexpr, BLOCK_F: tl.constexpr):
-    """This program's output row, its primitives' row and channels, the row's
-    count, degree (at least 1), variance and std."""
+    """This program's output row, its primitives' row, channels and offsets,
+    the row's count, degree (at least 1), variance and std."""
     out_row = tl.program_id(0)
     if HAS_ORDER:
         row = tl.load(order + out_row)
@@ -55,16 +57,17 @@ def _row(m2, counts, order, channels, eps, HAS_M2: tl.constexpr, HAS_ORDER: tl.c
     count = tl.load(counts + row)
     degree = tl.maximum(count, 1).to(ACC)
     var = _load(m2, offs, fmask, HAS_M2, ACC, BLOCK_F) / degree
-    return out_row, f, fmask, offs, count, degree, var, _std(var, eps, PYG_MODE)
+    return out_row, row, f, fmask, offs, count, degree, var, _std(var, eps, PYG_MODE)
 
 
 @triton.jit
-def _stack_kernel(total, m2, low, high, counts, shift, kinds, order, out, slots, channels, eps,
-                  HAS_TOTAL: tl.constexpr, HAS_M2: tl.constexpr, HAS_LOW: tl.constexpr,
-                  HAS_HIGH: tl.constexpr, HAS_SHIFT: tl.constexpr, HAS_ORDER: tl.constexpr,
-                  PYG_MODE: tl.constexpr, ACC: tl.constexpr, BLOCK_F: tl.constexpr):
-    out_row, f, fmask, offs, count, degree, var, std = _row(m2, counts, order, channels, eps, HAS_M2,
-                                                           HAS_ORDER, PYG_MODE, ACC, BLOCK_F)
+def _stack_kernel(total, m2, low, high, counts, shift, kinds, order, scales, out, slots, channels,
+                  num_scales, eps, HAS_TOTAL: tl.constexpr, HAS_M2: tl.constexpr,
+                  HAS_LOW: tl.constexpr, HAS_HIGH: tl.constexpr, HAS_SHIFT: tl.constexpr,
+                  HAS_ORDER: tl.constexpr, HAS_SCALES: tl.constexpr, PYG_MODE: tl.constexpr,
+                  ACC: tl.constexpr, BLOCK_F: tl.constexpr):
+    out_row, row, f, fmask, offs, count, degree, var, std = _row(
+        m2, counts, order, channels, eps, HAS_M2, HAS_ORDER, PYG_MODE, ACC, BLOCK_F)
     t = _load(total, offs, fmask, HAS_TOTAL, ACC, BLOCK_F)
     lo = _load(low, offs, fmask, HAS_LOW, ACC, BLOCK_F)
     hi = _load(high, offs, fmask, HAS_HIGH, ACC, BLOCK_F)
@@ -77,17 +80,24 @@ def _stack_kernel(total, m2, low, high, counts, shift, kinds, order, out, slots,
                                            tl.where(kind == _MAX, hi + sh,
                                                     tl.where(kind == _VAR, var, std)))))
         value = tl.where(count > 0, value, 0.0)
-        tl.store(out + (out_row * slots + a) * channels + f, value, mask=fmask)
+        if HAS_SCALES:
+            for j in range(0, num_scales):
+                factor = tl.load(scales + row * num_scales + j).to(ACC)
+                tl.store(out + ((out_row * num_scales + j) * slots + a) * channels + f,
+                         factor * value, mask=fmask)
+        else:
+            tl.store(out + (out_row * slots + a) * channels + f, value, mask=fmask)
 
 
 @triton.jit
-def _stack_backward_kernel(grad, m2, counts, kinds, order, g_total, g_m2, g_low, g_high, g_shift,
-                           slots, channels, eps, HAS_TOTAL: tl.constexpr, HAS_M2: tl.constexpr,
-                           HAS_LOW: tl.constexpr, HAS_HIGH: tl.constexpr,
+def _stack_backward_kernel(grad, m2, counts, kinds, order, scales, g_total, g_m2, g_low, g_high,
+                           g_shift, slots, channels, num_scales, eps, HAS_TOTAL: tl.constexpr,
+                           HAS_M2: tl.constexpr, HAS_LOW: tl.constexpr, HAS_HIGH: tl.constexpr,
                            HAS_SHIFT: tl.constexpr, HAS_ORDER: tl.constexpr,
-                           PYG_MODE: tl.constexpr, ACC: tl.constexpr, BLOCK_F: tl.constexpr):
-    out_row, f, fmask, offs, count, degree, var, std = _row(m2, counts, order, channels, eps, HAS_M2,
-                                                           HAS_ORDER, PYG_MODE, ACC, BLOCK_F)
+                           HAS_SCALES: tl.constexpr, PYG_MODE: tl.constexpr, ACC: tl.constexpr,
+                           BLOCK_F: tl.constexpr):
+    out_row, row, f, fmask, offs, count, degree, var, std = _row(
+        m2, counts, order, channels, eps, HAS_M2, HAS_ORDER, PYG_MODE, ACC, BLOCK_F)
     if PYG_MODE:
         live = var > eps
     else:
@@ -100,7 +110,14 @@ def _stack_backward_kernel(grad, m2, counts, kinds, order, g_total, g_m2, g_low,
     acc_shift = tl.zeros([BLOCK_F], dtype=ACC)
     for a in range(0, slots):
         kind = tl.load(kinds + a)
-        g = tl.load(grad + (out_row * slots + a) * channels + f, mask=fmask, other=0.0).to(ACC)
+        if HAS_SCALES:  # the gradient summed over the scalers
+            g = tl.zeros([BLOCK_F], dtype=ACC)
+            for j in range(0, num_scales):
+                factor = tl.load(scales + row * num_scales + j).to(ACC)
+                g += factor * tl.load(grad + ((out_row * num_scales + j) * slots + a) * channels + f,
+                                      mask=fmask, other=0.0).to(ACC)
+        else:
+            g = tl.load(grad + (out_row * slots + a) * channels + f, mask=fmask, other=0.0).to(ACC)
         acc_total += tl.where(kind == _SUM, g, tl.where(kind == _MEAN, g / degree, 0.0))
         acc_shift += tl.where(kind == _SUM, degree * g, tl.where(kind <= _MAX, g, 0.0))
         acc_low += tl.where(kind == _MIN, g, 0.0)
@@ -128,27 +145,34 @@ def _reads(kinds: list[int]) -> dict[str, bool]:
 
 def stack_statistics(total: Tensor, m2: Tensor, low: Tensor, high: Tensor, counts: Tensor,
                      shift: Optional[Tensor], kinds: list[int], eps: float,
-                     pyg_mode: bool, row_order: Optional[Tensor] = None) -> Tensor:
+                     pyg_mode: bool, row_order: Optional[Tensor] = None,
+                     scales: Optional[Tensor] = None) -> Tensor:
     reads = _reads(kinds)
     like = next(t for t, read in zip((total, m2, low, high), reads.values(), strict=True) if read)
     rows, channels = counts.numel(), like.size(1)
-    out = like.new_empty(rows, len(kinds), channels)
+    num_scales = 1 if scales is None else scales.size(1)
+    per_scale = (len(kinds), channels)
+    out = like.new_empty(rows, *per_scale) if scales is None else like.new_empty(rows, num_scales,
+                                                                                 *per_scale)
     if out.numel() > 0:
         codes = torch.tensor(kinds, dtype=torch.int32, device=like.device)
         _stack_kernel[_grid(rows, channels)](
             _or_dummy(total, like), _or_dummy(m2, like), _or_dummy(low, like),
             _or_dummy(high, like), counts, _or_dummy(shift, like), codes,
-            _or_dummy(row_order, counts), out, len(kinds), channels, eps, **reads,
-            HAS_SHIFT=shift is not None, HAS_ORDER=row_order is not None, PYG_MODE=pyg_mode,
+            _or_dummy(row_order, counts), _or_dummy(scales, like), out, len(kinds), channels,
+            num_scales, eps, **reads, HAS_SHIFT=shift is not None,
+            HAS_ORDER=row_order is not None, HAS_SCALES=scales is not None, PYG_MODE=pyg_mode,
             ACC=_accumulator(like.dtype), BLOCK_F=_BLOCK_F)
     return out
 
 
 def stack_statistics_backward(grad: Tensor, m2: Tensor, counts: Tensor, kinds: list[int],
                               eps: float, pyg_mode: bool, has_shift: bool,
-                              row_order: Optional[Tensor] = None) -> tuple[Tensor, ...]:
+                              row_order: Optional[Tensor] = None,
+                              scales: Optional[Tensor] = None) -> tuple[Tensor, ...]:
     grad = grad.contiguous()
-    rows, channels = grad.size(0), grad.size(2)
+    rows, channels = grad.size(0), grad.size(-1)
+    num_scales = 1 if scales is None else scales.size(1)
     reads = _reads(kinds)
     shifted = has_shift and (reads["HAS_TOTAL"] or reads["HAS_LOW"] or reads["HAS_HIGH"])
     present = [*reads.values(), shifted]
@@ -157,7 +181,8 @@ def stack_statistics_backward(grad: Tensor, m2: Tensor, counts: Tensor, kinds: l
         codes = torch.tensor(kinds, dtype=torch.int32, device=grad.device)
         _stack_backward_kernel[_grid(rows, channels)](
             grad, _or_dummy(m2, grad), counts, codes, _or_dummy(row_order, counts),
-            *(_or_dummy(o, grad) for o in outs), len(kinds), channels, eps, **reads,
-            HAS_SHIFT=shifted, HAS_ORDER=row_order is not None, PYG_MODE=pyg_mode,
-            ACC=_accumulator(grad.dtype), BLOCK_F=_BLOCK_F)
+            _or_dummy(scales, grad), *(_or_dummy(o, grad) for o in outs), len(kinds), channels,
+            num_scales, eps, **reads, HAS_SHIFT=shifted, HAS_ORDER=row_order is not None,
+            HAS_SCALES=scales is not None, PYG_MODE=pyg_mode, ACC=_accumulator(grad.dtype),
+            BLOCK_F=_BLOCK_F)
     return tuple(outs)
