@@ -258,6 +258,9 @@ def _setup_context(ctx, inputs, output):
     ctx.col_is_permutation = col_is_permutation
     ctx.save_for_backward(src, ptr, col, edge_term, total, low, high, ties_lo, ties_hi)
     ctx.mark_non_differentiable(ties_lo, ties_hi)
+    # the backward takes absent gradients as None: no zero-filled [N, F] tensor
+    # for the tie counts (which have none) or for an unused primitive
+    ctx.set_materialize_grads(False)
 
 
 def _present(grad: Optional[Tensor]) -> Optional[Tensor]:
