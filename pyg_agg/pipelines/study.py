@@ -10,12 +10,17 @@ A study trains several *units* (one model under one condition, e.g. GATv2 at
      "command": ..., "commit": ...,          # of the session that started the run
      "sessions": [{"command", "commit"}, ...],  # every session, resumptions included
      "wall_time": {"seconds", "units", "untimed_units"},  # training time, summed over units
-     "settings": {...}, "details": {model: {...}}}
+     "settings": {...}, "details": {model: {...}},
+     "deviations": {setting: value}}         # where the run leaves its budget's protocol
 
 The ``full`` budget is the paper's protocol and ``small`` a check run of
 seconds; a study whose full protocol is out of reach on a CPU may add reduced
 budgets (say ``cpu``), which write to ``docs/`` like the full one and whose
-tables say they are not the paper's protocol.
+tables say they are not the paper's protocol. A diagnostic run that changes a
+setting of its budget (a longer patience, another weight decay) records the
+change as ``deviations``, and its table names it and says that it is not the
+paper's protocol; choosing a subset of what to run (models, datasets, depths,
+k, the base seed) is not a deviation.
 
 Under ``--out`` it keeps ``study.json`` (the settings and the sessions) and one
 checkpoint per unit, rewritten atomically after every epoch with the model,
@@ -58,6 +63,8 @@ from pyg_agg.pipelines.checkpoint import (
 )
 
 BUDGETS = ("full", "small")
+#: Settings that choose what runs, not how: a run of a subset is still its protocol.
+SELECTION_SETTINGS = frozenset({"budget", "models", "datasets", "depths", "ks", "seed"})
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -164,10 +171,14 @@ class Study:
             ``docs`` (checked for the table's markers before any training). The
             small budget writes to ``docs/`` only when told to.
         budgets: The budgets the study knows (``BUDGETS`` and its reduced ones).
+        protocol: The settings of ``args.budget`` before any option changed them:
+            ``settings`` that differ from it outside :data:`SELECTION_SETTINGS`
+            are recorded as the run's ``deviations``. None: no deviation.
     """
 
     def __init__(self, name: str, docs_page: str, settings: Any,
-                 args: argparse.Namespace, budgets: tuple[str, ...] = BUDGETS) -> None:
+                 args: argparse.Namespace, budgets: tuple[str, ...] = BUDGETS,
+                 protocol: Any = None) -> None:
         if args.budget not in budgets:
             raise ValueError(f"--budget must be one of {budgets}, got {args.budget!r}")
         if args.stop_after_epochs is not None and args.stop_after_epochs < 1:
@@ -184,6 +195,10 @@ class Study:
         self.name, self.budget = name, args.budget
         # through JSON, so tuples compare equal to the lists read back from study.json
         self.settings = json.loads(json.dumps({"budget": args.budget, **asdict(settings)}))
+        expected = json.loads(json.dumps(asdict(protocol))) if protocol is not None else {}
+        self.deviations = {key: value for key, value in self.settings.items()
+                           if key in expected and key not in SELECTION_SETTINGS
+                           and value != expected[key]}
         self.epochs_left = args.stop_after_epochs
         resume = args.resume
         record = self.out / "study.json"
@@ -297,7 +312,7 @@ class Study:
                 **({"std": std} if std is not None else {}),
                 "command": self.sessions[0]["command"], "commit": self.sessions[0]["commit"],
                 "sessions": self.sessions, "wall_time": self.wall_time(),
-                "settings": self.settings, "details": details}
+                "settings": self.settings, "details": details, "deviations": self.deviations}
         self.results.parent.mkdir(parents=True, exist_ok=True)
         _write_json_atomic(self.results, data)
         if self.docs_page:
@@ -361,11 +376,15 @@ def render_table(results: dict[str, Any]) -> str:
                 row.append(_cell(paper.get(model, {}).get(condition)))
             row.append(_cell(values.get(condition), std.get(model, {}).get(condition)))
         lines.append("| " + " | ".join(row) + " |")
-    budget = ("the paper's protocol" if results["budget"] == "full" else
+    deviations = results.get("deviations") or {}
+    budget = ("**a diagnostic, not the paper's protocol**" if deviations and results["budget"] == "full"
+              else "the paper's protocol" if results["budget"] == "full" else
               "**a short check run, not the paper's protocol; the full run has not been "
               "run yet**" if results["budget"] == "small" else
               "**a reduced budget, not the paper's protocol**")
-    lines += ["", f"Budget `{results['budget']}` ({budget}). Command: `{results['command']}`, "
+    changed = "".join(f" `{key}={value}`" for key, value in deviations.items())
+    lines += ["", f"Budget `{results['budget']}`{' with' + changed if changed else ''} ({budget}). "
+                  f"Command: `{results['command']}`, "
                   f"commit `{results['commit']}`. {_wall_time_sentence(results.get('wall_time'))}"]
     cells = next((value for model in ours.values() for value in model.values()
                   if isinstance(value, dict)), None)

@@ -176,6 +176,19 @@ def test_a_supplementary_run_writes_its_own_table(tmp_path):
     assert docs_table(page, "pna_multitask") == own  # the study's own table untouched
 
 
+def test_a_diagnostic_setting_is_recorded_and_named_in_the_table(tmp_path):
+    subset = run("pna_multitask", tmp_path, "--models", "MPNN (max)", out="subset",
+                 results="subset.json")
+    assert subset["deviations"] == {}  # a subset of the models is still the protocol
+    assert "(**a short check run" in render_table(subset)
+    diagnostic = run("pna_multitask", tmp_path, "--models", "MPNN (max)", "--init", "torch",
+                     out="diagnostic", results="diagnostic.json")
+    assert diagnostic["deviations"] == {"init": "torch"}
+    assert "Budget `small` with `init=torch` (" in render_table(diagnostic)
+    full = {**diagnostic, "budget": "full"}
+    assert "with `init=torch` (**a diagnostic, not the paper's protocol**)" in render_table(full)
+
+
 @pytest.mark.parametrize("path,page", supplementary_tables(), ids=lambda p: p.stem)
 def test_supplementary_tables_are_generated_from_their_results(path, page):
     assert docs_table(page, path.stem) == render_table(json.loads(path.read_text()))
