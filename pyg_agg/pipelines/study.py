@@ -372,9 +372,13 @@ def render_table(results: dict[str, Any]) -> str:
     for model, values in ours.items():
         row = [model]
         for condition in conditions:
+            ran = values.get(condition)
             if condition in with_paper:
-                row.append(_cell(paper.get(model, {}).get(condition)))
-            row.append(_cell(values.get(condition), std.get(model, {}).get(condition)))
+                reported = paper.get(model, {}).get(condition)
+                if isinstance(reported, dict) and isinstance(ran, dict):  # the cells run only
+                    reported = {key: reported.get(key) for key in ran}
+                row.append(_cell(reported))
+            row.append(_cell(ran, std.get(model, {}).get(condition)))
         lines.append("| " + " | ".join(row) + " |")
     deviations = results.get("deviations") or {}
     budget = ("**a diagnostic, not the paper's protocol**" if deviations and results["budget"] == "full"

@@ -189,6 +189,14 @@ def test_a_diagnostic_setting_is_recorded_and_named_in_the_table(tmp_path):
     assert "with `init=torch` (**a diagnostic, not the paper's protocol**)" in render_table(full)
 
 
+def test_a_table_of_some_cells_shows_the_papers_numbers_of_those_cells():
+    results = {"paper": {"GCN": {"Cora": {"2": 0.81, "8": 0.69, "32": 0.60}}},
+               "ours": {"GCN": {"Cora": {"8": 0.74, "32": 0.24}}}, "budget": "full",
+               "command": "python x.py", "commit": "abc"}
+    row = render_table(results).splitlines()[2]
+    assert row == "| GCN | 0.690 / 0.600 | 0.740 / 0.240 |"
+
+
 @pytest.mark.parametrize("path,page", supplementary_tables(), ids=lambda p: p.stem)
 def test_supplementary_tables_are_generated_from_their_results(path, page):
     assert docs_table(page, path.stem) == render_table(json.loads(path.read_text()))
