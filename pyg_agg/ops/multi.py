@@ -118,19 +118,17 @@ def stacked_multi_aggregate(
         ``([N, A, *]`` or ``[N, S, A, *]``, counts ``[N]`` int64).
     """
     names = _check_stackable(src, stats, std_mode, eps)
+    if scaler is not None and not callable(scaler):
+        raise TypeError(f"`scaler` must be a function of the counts returning [N, S] factors, "
+                        f"got {type(scaler).__name__}")
     n = check_index(index, src, 0, dim_size)
     counts, primitives, use_native = _index_primitives(src, index, n, names)
-    if scaler is None:
-        stacked = _stack_primitives(names, counts, primitives, None, None, use_native, std_mode, eps)
-        return stacked.view(n, len(names), *src.shape[1:]), counts
-    scales = _check_scales(scaler(counts), n, src)
-    if use_native and native.has_kernels(src.device.type):
-        stacked = native.stack_statistics(*primitives, counts, None, _stack_codes(names), eps,
-                                          std_mode == "pyg", scales=scales)
-    else:
-        stacked = scale_stacked(
-            _stack_primitives(names, counts, primitives, None, None, use_native, std_mode, eps), scales)
-    return stacked.view(n, scales.size(1), len(names), *src.shape[1:]), counts
+    scales = None if scaler is None else _check_scales(scaler(counts), n, src)
+    stacked = _stack_primitives(names, counts, primitives, None, None, use_native, std_mode, eps,
+                                scales)
+    per_scale = (len(names), *src.shape[1:])
+    return stacked.view(n, *per_scale) if scales is None else stacked.view(n, scales.size(1),
+                                                                          *per_scale), counts
 
 
 def scale_stacked(stacked: Tensor, scales: Tensor) -> Tensor:
@@ -286,14 +284,17 @@ def _check_stackable(src: Tensor, stats: Iterable[str], std_mode: str,
 
 def _stack_primitives(names: tuple[str, ...], counts: Tensor, primitives: tuple[Tensor, ...],
                       shift: Optional[Tensor], row_order: Optional[Tensor], use_native: bool,
-                      std_mode: str, eps: float) -> Tensor:
-    """The statistics ``names`` stacked ``[N, A, F]`` from checked primitives:
-    the native epilogue where the native backend ran, else the reference."""
+                      std_mode: str, eps: float, scales: Optional[Tensor] = None) -> Tensor:
+    """The statistics ``names`` stacked ``[N, A, F]`` (``[N, S, A, F]`` times
+    ``scales``) from checked primitives: the native epilogue where the native
+    backend ran, else the reference."""
     total, m2, low, high = primitives
     if use_native and native.has_kernels(total.device.type):
         return native.stack_statistics(total, m2, low, high, counts, shift, _stack_codes(names), eps,
-                                       std_mode == "pyg", row_order)
+                                       std_mode == "pyg", row_order, scales)
     stacked = stack_statistics_reference(names, counts, total, m2, low, high, shift, std_mode, eps)
+    if scales is not None:
+        stacked = scale_stacked(stacked, scales)
     return stacked if row_order is None else stacked.index_select(0, row_order)
 
 

@@ -307,6 +307,8 @@ def test_stacked_multi_aggregate_with_a_scaler_is_every_statistic_times_every_fa
                          (lambda c: torch.ones(5, 2), "shape (5, 2)"), (lambda c: None, "NoneType")):
             with pytest.raises(ValueError, match=r"`scaler` must return .* \(12, S\).*got " + re.escape(got)):
                 stacked_multi_aggregate(src, index, 12, stats, scaler=bad)
+        with pytest.raises(TypeError, match="`scaler` must be a function of the counts.*got Tensor"):
+            stacked_multi_aggregate(src, index, 12, stats, scaler=torch.ones(12, 2))
     assert scaled.shape == (12, 3, len(stats), 2, 3)
     torch.testing.assert_close(scaled, scaler(counts)[:, :, None, None, None] * stacked.unsqueeze(1))
 
