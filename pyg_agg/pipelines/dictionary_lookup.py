@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = replace(BUDGETS[args.budget], seed=args.seed, **overrides)
     if min(settings.ks) < 2:
         raise ValueError(f"--k values must be integers >= 2, got {list(settings.ks)}")
-    study = Study(NAME, DOCS_PAGE, settings, args, protocol=BUDGETS[args.budget])
+    study = Study(NAME, DOCS_PAGE, settings, args, BUDGETS)
     device = resolve_device(args.device)
     s = settings
 

@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = replace(BUDGETS[args.budget], seed=args.seed, **overrides)
     if min(settings.depths) < 1:
         raise ValueError(f"--depths must be positive integers, got {list(settings.depths)}")
-    study = Study(NAME, DOCS_PAGE, settings, args, protocol=BUDGETS[args.budget])
+    study = Study(NAME, DOCS_PAGE, settings, args, BUDGETS)
     device = resolve_device(args.device)
     s = settings
     ours: dict[str, Any] = {name: {} for name in s.models}

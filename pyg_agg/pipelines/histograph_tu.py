@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"--readout-lr must be positive, got {args.readout_lr}")
         overrides["readout_lr"] = args.readout_lr
     settings = replace(BUDGETS[args.budget], seed=args.seed, **overrides)
-    study = Study(NAME, DOCS_PAGE, settings, args, protocol=BUDGETS[args.budget])
+    study = Study(NAME, DOCS_PAGE, settings, args, BUDGETS)
     device = resolve_device(args.device)
     s = settings
     ours: dict[str, Any] = {name: {} for name in s.models}

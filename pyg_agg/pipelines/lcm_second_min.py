@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Trains every model of ``args.models`` and writes the results file."""
     settings = replace(BUDGETS[args.budget], seed=args.seed,
                        **({"models": tuple(args.models)} if args.models else {}))
-    study = Study(NAME, DOCS_PAGE, settings, args, protocol=BUDGETS[args.budget])
+    study = Study(NAME, DOCS_PAGE, settings, args, BUDGETS)
     device = resolve_device(args.device)
     s = settings
     train_set = SecondMinimum(s.train_sets, s.min_size, s.max_size, s.num_bits, seed=s.seed)

@@ -261,8 +261,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = replace(BUDGETS[args.budget], seed=args.seed,
                        final_activation=args.final_activation, init=args.init,
                        **({"models": tuple(args.models)} if args.models else {}))
-    study = Study(NAME, DOCS_PAGE, settings, args, budgets=tuple(BUDGETS),
-                  protocol=BUDGETS[args.budget])
+    study = Study(NAME, DOCS_PAGE, settings, args, BUDGETS)
     device = resolve_device(args.device)
     s = settings
 

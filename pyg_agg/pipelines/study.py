@@ -62,7 +62,6 @@ from pyg_agg.pipelines.checkpoint import (
     set_rng_state,
 )
 
-BUDGETS = ("full", "small")
 #: Settings that choose what runs, not how: a run of a subset is still its protocol.
 SELECTION_SETTINGS = frozenset({"budget", "models", "datasets", "depths", "ks", "seed"})
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -170,17 +169,16 @@ class Study:
             checkpoint folder), ``resume``, ``stop_after_epochs``, ``results`` and
             ``docs`` (checked for the table's markers before any training). The
             small budget writes to ``docs/`` only when told to.
-        budgets: The budgets the study knows (``BUDGETS`` and its reduced ones).
-        protocol: The settings of ``args.budget`` before any option changed them:
-            ``settings`` that differ from it outside :data:`SELECTION_SETTINGS`
-            are recorded as the run's ``deviations``. None: no deviation.
+        budgets: The study's settings per budget (``full``, ``small`` and any
+            reduced ones), before any option changed them: ``settings`` that
+            differ from its ``args.budget`` outside :data:`SELECTION_SETTINGS`
+            are recorded as the run's ``deviations``.
     """
 
     def __init__(self, name: str, docs_page: str, settings: Any,
-                 args: argparse.Namespace, budgets: tuple[str, ...] = BUDGETS,
-                 protocol: Any = None) -> None:
+                 args: argparse.Namespace, budgets: dict[str, Any]) -> None:
         if args.budget not in budgets:
-            raise ValueError(f"--budget must be one of {budgets}, got {args.budget!r}")
+            raise ValueError(f"--budget must be one of {tuple(budgets)}, got {args.budget!r}")
         if args.stop_after_epochs is not None and args.stop_after_epochs < 1:
             raise ValueError(f"--stop-after-epochs must be a positive integer, "
                              f"got {args.stop_after_epochs}")
@@ -195,10 +193,9 @@ class Study:
         self.name, self.budget = name, args.budget
         # through JSON, so tuples compare equal to the lists read back from study.json
         self.settings = json.loads(json.dumps({"budget": args.budget, **asdict(settings)}))
-        expected = json.loads(json.dumps(asdict(protocol))) if protocol is not None else {}
+        expected = json.loads(json.dumps(asdict(budgets[args.budget])))
         self.deviations = {key: value for key, value in self.settings.items()
-                           if key in expected and key not in SELECTION_SETTINGS
-                           and value != expected[key]}
+                           if key not in SELECTION_SETTINGS and value != expected[key]}
         self.epochs_left = args.stop_after_epochs
         resume = args.resume
         record = self.out / "study.json"
