@@ -138,8 +138,9 @@ class DegreeScalerAggregation(Aggregation):
     PyG's, so state dicts load both ways. Differences: all aggregators come
     from one :func:`pyg_agg.ops.stacked_multi_aggregate` pass (one fused native
     pass, then one epilogue that writes the scaled output, each way) with a
-    backward that keeps only the messages, and a numerically stable variance; the paper's ``moment3..5``
-    aggregators are available; a single scaler may be given as a string
+    backward that keeps only the messages, and a numerically stable
+    variance; the paper's ``moment3..5`` aggregators are available; a single
+    scaler may be given as a string
     whatever ``aggr`` is (PyG tests ``aggr`` for that, so ``scaler="identity"``
     with a list of aggregators fails there).
 
