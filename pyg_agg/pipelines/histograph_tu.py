@@ -27,9 +27,11 @@ test fold is scored every epoch but never used to choose anything (the GIN
 paper picked the epoch of the best *mean test* accuracy across folds).
 
 Reported per unit besides the accuracies, to explain a readout that loses:
-the train/validation/test accuracies at the selected epoch (overfitting) and,
-for HISTOGRAPH, the layer weights on the test fold (mean per layer, the share
-of negative weights). ``--readout-lr`` trains the readout and classifier at
+the train/validation/test accuracies at the selected epoch (overfitting), the
+share of the classifier's hidden ReLU units active on some test graph
+(``classifier_active``: at 0 the classifier is dead and predicts one class)
+and, for HISTOGRAPH, the layer weights on the test fold (mean per layer, the
+share of negative weights). ``--readout-lr`` trains the readout and classifier at
 another learning rate than the backbone.
 """
 from __future__ import annotations
@@ -165,6 +167,29 @@ def fold_splits(labels: np.ndarray, folds: int, valid_fraction: float, seed: int
     return splits
 
 
+class ActiveUnits:
+    """Within a ``with`` block, records which output units of ``relu`` are positive
+    for at least one input; :meth:`share` is their share. A classifier whose hidden
+    units are all inactive (dead) outputs one constant prediction, whatever the graph."""
+
+    def __init__(self, relu: nn.Module) -> None:
+        self.relu, self.seen = relu, None
+
+    def __enter__(self) -> ActiveUnits:
+        self.handle = self.relu.register_forward_hook(self._record)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.handle.remove()
+
+    def _record(self, module: nn.Module, inputs: Any, output: Tensor) -> None:
+        positive = (output > 0).any(0)
+        self.seen = positive if self.seen is None else self.seen | positive
+
+    def share(self) -> float:
+        return float(self.seen.float().mean()) if self.seen is not None else 0.0
+
+
 def layer_weight_statistics(weights: Tensor) -> dict[str, Any]:
     """Summary of ``[G, L]`` layer weights: mean and std per layer, share of negative weights."""
     return {"mean": weights.mean(0).tolist(), "std": weights.std(0, unbiased=False).tolist(),
@@ -286,13 +311,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 best = select_epoch(history)
                 scores = {"epoch": best + 1, **{split: history[best][split]
                                                 for split in ("train", "valid", "test")}}
-                if readout.startswith("HISTOGRAPH"):  # of the last epoch's model
-                    model = trainee.model.eval()
-                    with torch.no_grad():
-                        weights = torch.cat([
-                            logits(model, batch.to(device), return_weights=True)[1]
-                            for batch in DataLoader(parts["test"], batch_size=256)])
-                    scores["layer_weights"] = layer_weight_statistics(weights.cpu())
+                # of the last epoch's model, on the test fold
+                model = trainee.model.eval()
+                histograph = readout.startswith("HISTOGRAPH")
+                weights = []
+                with ActiveUnits(model.classifier[1]) as active, torch.no_grad():
+                    for batch in DataLoader(parts["test"], batch_size=256):
+                        out = logits(model, batch.to(device), return_weights=histograph)
+                        if histograph:
+                            weights.append(out[1])
+                scores["classifier_active"] = active.share()
+                if histograph:
+                    scores["layer_weights"] = layer_weight_statistics(torch.cat(weights).cpu())
                 return scores
 
             return study.unit(unit_key(dataset_name, name, fold), s.seed + fold, build,

@@ -246,7 +246,7 @@ def test_tu_small_budget_runs_every_readout_in_both_modes(tmp_path, shared_data)
     for model, datasets in results["ours"].items():
         assert list(datasets) == ["MUTAG"] and 0.0 <= datasets["MUTAG"] <= 1.0
         folds = results["details"][model]["MUTAG"]["folds"]
-        assert len(folds) == 2
+        assert len(folds) == 2 and all(0.0 <= fold["classifier_active"] <= 1.0 for fold in folds)
         if model.startswith("HISTOGRAPH"):
             weights = folds[0]["layer_weights"]
             assert len(weights["mean"]) == 5 and 0.0 <= weights["negative_share"] <= 1.0
@@ -332,6 +332,16 @@ def test_deep_gcn_regularisation_options_are_recorded_settings(tmp_path, shared_
     assert "\n" not in message
     assert "dropout (checkpoint 0.6, now 0.5)" in message
     assert "weight_decay (checkpoint 0.005, now 0.0005)" in message
+
+
+def test_active_units_counts_the_units_positive_for_some_input():
+    relu = torch.nn.ReLU()
+    with histograph_tu.ActiveUnits(relu) as active:
+        relu(torch.tensor([[1.0, -1.0, 0.0, -2.0]]))
+        relu(torch.tensor([[-1.0, -1.0, 0.0, 3.0]]))
+    assert active.share() == 0.5  # units 0 and 3; a unit at exactly 0 is inactive
+    relu(torch.ones(1, 4))  # after the block, nothing is recorded
+    assert active.share() == 0.5
 
 
 def test_select_epoch_prefers_validation_accuracy_then_loss():
