@@ -126,9 +126,8 @@ def stacked_multi_aggregate(
     scales = None if scaler is None else _check_scales(scaler(counts), n, src)
     stacked = _stack_primitives(names, counts, primitives, None, None, use_native, std_mode, eps,
                                 scales)
-    per_scale = (len(names), *src.shape[1:])
-    return stacked.view(n, *per_scale) if scales is None else stacked.view(n, scales.size(1),
-                                                                          *per_scale), counts
+    rows = (n,) if scales is None else (n, scales.size(1))
+    return stacked.view(*rows, len(names), *src.shape[1:]), counts
 
 
 def scale_stacked(stacked: Tensor, scales: Tensor) -> Tensor:
