@@ -7,6 +7,12 @@ width of the molhiv recipe (F=80). Timing and peak memory come from the
 shared driver (``common.run_cases``). The ``floor`` step does only what any
 aggregation must do in this benchmark (write the output, run the loss over it,
 write the messages' gradient), so its speed-up bounds every aggregation's.
+The ``bound`` step adds the least an aggregation of this unsorted index
+must move beyond the floor: every message read through the sort order
+forward and again backward, the output's gradient read once, the messages'
+gradient written through the sort order (native kernels, sum and sum of
+squares only, no autograd). An aggregation that reads the messages where
+they lie cannot beat it.
 
     python benchmarks/bench_degree_scaler.py
     python benchmarks/bench_degree_scaler.py --nodes 20000 --edges 200000 --case molecules
@@ -20,6 +26,8 @@ from torch_geometric.nn.aggr import DegreeScalerAggregation as PyGDegreeScalerAg
 
 from pyg_agg.nn import PNAConv
 from pyg_agg.nn.aggr import DegreeScalerAggregation
+from pyg_agg.ops import HAS_NATIVE
+from pyg_agg.ops.graph import index_segments
 
 AGGREGATORS = ["mean", "min", "max", "std"]
 SCALERS = ["identity", "amplification", "attenuation"]
@@ -55,10 +63,39 @@ def aggregation_case(title: str, edge_index: torch.Tensor, num_nodes: int, chann
         msg.grad = torch.zeros_like(msg)
 
     steps = {name: step(module) for name, module in modules.items()}
+    steps["floor"] = floor
+    notes = ["floor: output written + the loss + the message gradient written, "
+             "no aggregation (the best speed-up any aggregation could show here)"]
+    if HAS_NATIVE and device.type == "cpu":
+        steps["bound"] = access_bound(msg, target, num_nodes, width)
+        notes.append("bound: the floor + the messages read through the sort order forward and "
+                     "backward, the output gradient read once, the message gradient written "
+                     "through the sort order (the least an aggregation reading the messages "
+                     "where they lie can do)")
     return Case(f"{title} (E={source.numel():,}, F={channels}), max|diff| {diff:.1e}",
-                {**steps, "floor": floor}, inner=inner,
-                notes=["floor: output written + the loss + the message gradient written, "
-                       "no aggregation (the best speed-up any aggregation could show here)"])
+                steps, inner=inner, notes=notes)
+
+
+def access_bound(msg: torch.Tensor, target: torch.Tensor, num_nodes: int, width: int):
+    """The ``bound`` step: the floor's work plus the memory accesses that any
+    aggregation of the unsorted ``target`` must make, through the native
+    kernels with the fewest statistics that read every message (sum and sum
+    of squares), and none of an aggregation's arithmetic or autograd."""
+    ptr, order = index_segments(target, num_nodes)
+    values = msg.detach()
+    empty, empty_int = values.new_empty(0), torch.empty(0, dtype=torch.int32)
+    channels = values.size(1)
+
+    def bound():
+        total, _, _, _, _, _ = torch.ops.pyg_agg.segment_stats(values, ptr, order, None, True, True,
+                                                               False, False)
+        out = values.new_empty(num_nodes, width).fill_(1.0).requires_grad_()
+        out.square().mean().backward()
+        grad = out.grad.view(num_nodes, -1, channels).sum(1)
+        msg.grad = torch.ops.pyg_agg.segment_stats_backward(grad, grad, None, None, values, ptr, order,
+                                                            None, total, empty, empty, empty_int,
+                                                            empty_int, order)
+    return bound
 
 
 def power_law(args) -> Case:
