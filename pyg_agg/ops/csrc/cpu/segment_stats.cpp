@@ -89,25 +89,33 @@ inline void prefetch_row(const scalar_t* row, int64_t channels) {
   }
 }
 
-// Per-thread accumulators of one row, reused across the thread's rows.
+// Per-thread accumulators of one row, reused across the thread's rows. The
+// extremes and their tie counts are double-buffered: each edge reads one copy
+// and writes the other (see accumulate_edge).
 template <typename acc_t>
 struct RowAccumulators {
-  std::vector<acc_t> total, shift, s1, s2, vmin, vmax;
-  std::vector<int32_t> nmin, nmax;
+  std::vector<acc_t> total, shift, s1, s2, vmin, vmax, vmin_next, vmax_next;
+  std::vector<int32_t> nmin, nmax, nmin_next, nmax_next;
   explicit RowAccumulators(int64_t channels)
       : total(channels), shift(channels), s1(channels), s2(channels), vmin(channels), vmax(channels),
-        nmin(channels), nmax(channels) {}
+        vmin_next(channels), vmax_next(channels), nmin(channels), nmax(channels), nmin_next(channels),
+        nmax_next(channels) {}
 };
 
 // One edge's update of a row's accumulators. Out of line with __restrict__
 // parameters: GCC honours restrict on parameters, and without it the loop is
 // only vectorised behind a runtime alias check that fell back to scalar code.
+// The extremes and tie counts are read from one buffer and written to another:
+// updated in place, GCC turned `v = lower ? x : v` into masked stores, which
+// the next edge's loads cannot forward from (a stall per edge, most of the
+// forward on molecule-sized rows).
 template <typename scalar_t, typename acc_t, bool kTerm, bool kMoments, bool kExtremes, bool kTies>
 __attribute__((noinline)) void accumulate_edge(
     const scalar_t* __restrict__ row, const scalar_t* __restrict__ term, acc_t* __restrict__ total,
     const acc_t* __restrict__ shift, acc_t* __restrict__ s1, acc_t* __restrict__ s2,
-    acc_t* __restrict__ vmin, acc_t* __restrict__ vmax, int32_t* __restrict__ nmin,
-    int32_t* __restrict__ nmax, int64_t channels) {
+    const acc_t* __restrict__ vmin, const acc_t* __restrict__ vmax, const int32_t* __restrict__ nmin,
+    const int32_t* __restrict__ nmax, acc_t* __restrict__ vmin_next, acc_t* __restrict__ vmax_next,
+    int32_t* __restrict__ nmin_next, int32_t* __restrict__ nmax_next, int64_t channels) {
   for (int64_t f = 0; f < channels; ++f) {
     acc_t x = static_cast<acc_t>(row[f]);
     if (kTerm) x += static_cast<acc_t>(term[f]);
@@ -127,11 +135,11 @@ __attribute__((noinline)) void accumulate_edge(
       const bool lower = (x < lo) | (x_nan & (lo == lo));
       const bool higher = (x > hi) | (x_nan & (hi == hi));
       if (kTies) {
-        nmin[f] = lower ? 1 : nmin[f] + static_cast<int32_t>(x == lo);
-        nmax[f] = higher ? 1 : nmax[f] + static_cast<int32_t>(x == hi);
+        nmin_next[f] = lower ? 1 : nmin[f] + static_cast<int32_t>(x == lo);
+        nmax_next[f] = higher ? 1 : nmax[f] + static_cast<int32_t>(x == hi);
       }
-      vmin[f] = lower ? x : lo;
-      vmax[f] = higher ? x : hi;
+      vmin_next[f] = lower ? x : lo;
+      vmax_next[f] = higher ? x : hi;
     }
   }
 }
@@ -190,10 +198,11 @@ void reduce_rows(const EdgeValues<scalar_t>& in, const int64_t* p, int64_t begin
   acc_t* __restrict__ shift = acc.shift.data();
   acc_t* __restrict__ s1 = acc.s1.data();
   acc_t* __restrict__ s2 = acc.s2.data();
-  acc_t* __restrict__ vmin = acc.vmin.data();
-  acc_t* __restrict__ vmax = acc.vmax.data();
-  int32_t* __restrict__ nmin = acc.nmin.data();
-  int32_t* __restrict__ nmax = acc.nmax.data();
+  // the current extremes and tie counts, and the buffers the next edge writes
+  acc_t *vmin = acc.vmin.data(), *vmin_next = acc.vmin_next.data();
+  acc_t *vmax = acc.vmax.data(), *vmax_next = acc.vmax_next.data();
+  int32_t *nmin = acc.nmin.data(), *nmin_next = acc.nmin_next.data();
+  int32_t *nmax = acc.nmax.data(), *nmax_next = acc.nmax_next.data();
   const int64_t last_edge = p[end];
   for (int64_t i = begin; i < end; ++i) {
     const int64_t first = p[i], last = p[i + 1];
@@ -216,8 +225,17 @@ void reduce_rows(const EdgeValues<scalar_t>& in, const int64_t* p, int64_t begin
                                                                nmax, channels);
         continue;
       }
-      accumulate_edge<scalar_t, acc_t, kTerm, kMoments, kExtremes, kTies>(row, term, total, shift, s1, s2, vmin, vmax,
-                                                                  nmin, nmax, channels);
+      accumulate_edge<scalar_t, acc_t, kTerm, kMoments, kExtremes, kTies>(
+          row, term, total, shift, s1, s2, vmin, vmax, nmin, nmax, vmin_next, vmax_next, nmin_next, nmax_next,
+          channels);
+      if (kExtremes) {
+        std::swap(vmin, vmin_next);
+        std::swap(vmax, vmax_next);
+        if (kTies) {
+          std::swap(nmin, nmin_next);
+          std::swap(nmax, nmax_next);
+        }
+      }
     }
     finish_row<scalar_t, acc_t, kMoments, kExtremes, kTies>(
         total, s1, s2, vmin, vmax, nmin, nmax, static_cast<acc_t>(last - first), sum_p + out,
@@ -319,8 +337,25 @@ inline int64_t coefficient_width(bool moments, bool extremes) {
   return (moments ? 3 : 1) + (extremes ? 2 : 0);
 }
 
+// c = g / ties: each tied entry's share of an extreme's gradient. An empty
+// row (no ties) has no edges to read its share, so it divides by 1 instead
+// of branching: under a condition the division stayed scalar, a third of a
+// molecule backward.
+template <typename scalar_t, typename acc_t>
+__attribute__((noinline)) void tie_shares(const scalar_t* __restrict__ g, const int32_t* __restrict__ ties,
+                                          acc_t* __restrict__ out, int64_t channels) {
+  if (!g) {
+    std::fill(out, out + channels, acc_t(0));
+    return;
+  }
+  for (int64_t f = 0; f < channels; ++f) {
+    out[f] = static_cast<acc_t>(g[f]) / std::max(static_cast<acc_t>(ties[f]), acc_t(1));
+  }
+}
+
 // The coefficients of one row, out of line with __restrict__ parameters (see
-// start_row): `block` holds coefficient_width(...) * channels values.
+// start_row): `block` holds coefficient_width(...) * channels values. Absent
+// gradients are tested once per row, outside the channel loops.
 template <typename scalar_t, typename acc_t, bool kMoments, bool kExtremes>
 __attribute__((noinline)) void fill_coefficients(
     const scalar_t* __restrict__ g_sum, const scalar_t* __restrict__ g_m2, const scalar_t* __restrict__ g_min,
@@ -331,17 +366,22 @@ __attribute__((noinline)) void fill_coefficients(
   acc_t* __restrict__ b = block + 2 * channels;
   acc_t* __restrict__ c = block + (kMoments ? 3 : 1) * channels;
   acc_t* __restrict__ d = c + channels;
-  for (int64_t f = 0; f < channels; ++f) {
-    a[f] = g_sum ? static_cast<acc_t>(g_sum[f]) : acc_t(0);
-    if (kMoments) {
-      mean[f] = static_cast<acc_t>(sum[f]) * inv_degree;
-      b[f] = g_m2 ? acc_t(2) * static_cast<acc_t>(g_m2[f]) : acc_t(0);
+  if (g_sum) {
+    for (int64_t f = 0; f < channels; ++f) a[f] = static_cast<acc_t>(g_sum[f]);
+  } else {
+    std::fill(a, a + channels, acc_t(0));
+  }
+  if (kMoments) {
+    for (int64_t f = 0; f < channels; ++f) mean[f] = static_cast<acc_t>(sum[f]) * inv_degree;
+    if (g_m2) {
+      for (int64_t f = 0; f < channels; ++f) b[f] = acc_t(2) * static_cast<acc_t>(g_m2[f]);
+    } else {
+      std::fill(b, b + channels, acc_t(0));
     }
-    if (kExtremes) {  // empty rows have no ties, and no edges to read them
-      const int32_t tl = ties_lo[f], th = ties_hi[f];
-      c[f] = (g_min && tl > 0) ? static_cast<acc_t>(g_min[f]) / static_cast<acc_t>(tl) : acc_t(0);
-      d[f] = (g_max && th > 0) ? static_cast<acc_t>(g_max[f]) / static_cast<acc_t>(th) : acc_t(0);
-    }
+  }
+  if (kExtremes) {
+    tie_shares(g_min, ties_lo, c, channels);
+    tie_shares(g_max, ties_hi, d, channels);
   }
 }
 
