@@ -37,6 +37,7 @@ from torch import Tensor
 _log = logging.getLogger(__name__)
 _CSRC = Path(__file__).parent / "csrc"
 _CPU_SOURCES = sorted((_CSRC / "cpu").glob("*.cpp"))
+_CPU_HEADERS = sorted((_CSRC / "cpu").glob("*.h"))  # included by the sources: part of the build's key
 # -fopenmp: at::parallel_for is an inline OpenMP loop, serial without it.
 # -march=native: the channel loops vectorise to the widest registers this CPU has
 # (measured about 2x on AVX-512 against the default SSE2); the build directory is
@@ -133,7 +134,7 @@ def build_directory() -> Path:
 
     digest = hashlib.sha256(" ".join(_CFLAGS).encode())
     digest.update(_cpu_signature().encode())
-    for source in _CPU_SOURCES:
+    for source in (*_CPU_SOURCES, *_CPU_HEADERS):
         digest.update(source.read_bytes())
     version = torch.__version__.replace("+", "_")
     return cache_root() / "native" / f"{version}-{digest.hexdigest()[:16]}"

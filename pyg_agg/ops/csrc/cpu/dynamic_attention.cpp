@@ -27,17 +27,14 @@
 #include <limits>
 #include <vector>
 
+#include "csr_parallel.h"
+
 namespace pyg_agg {
 namespace {
 
 using at::Tensor;
 
 constexpr int64_t kGrainWork = 1 << 14;
-
-int64_t grain(int64_t rows, int64_t edges, int64_t width) {
-  const int64_t per_row = std::max<int64_t>(1, (edges / std::max<int64_t>(rows, 1) + 1) * width);
-  return std::max<int64_t>(1, kGrainWork / per_row);
-}
 
 template <typename scalar_t>
 const scalar_t* data_or_null(const c10::optional<Tensor>& t) {
@@ -235,7 +232,7 @@ std::tuple<Tensor, Tensor, Tensor> dynamic_attention_cpu(
     scalar_t* lse_p = lse.data_ptr<scalar_t>();
     scalar_t* alpha_p = return_alpha ? alpha.data_ptr<scalar_t>() : nullptr;
     const auto run = has_edge ? &forward_rows<scalar_t, acc_t, true> : &forward_rows<scalar_t, acc_t, false>;
-    at::parallel_for(0, rows, grain(rows, edges, in.width()), [&](int64_t begin, int64_t end) {
+    parallel_csr_rows(ptr.data_ptr<int64_t>(), rows, in.width(), kGrainWork, [&](int64_t begin, int64_t end) {
       run(in, begin, end, out_p, lse_p, alpha_p);
     });
   });
@@ -391,7 +388,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> dynamic_attention_bac
     scalar_t* ge_p = has_edge ? grad_edge_attr.data_ptr<scalar_t>() : nullptr;
     scalar_t* gs_p = has_scale ? grad_scale.data_ptr<scalar_t>() : nullptr;
     const auto rows_pass = has_edge ? &backward_rows<scalar_t, acc_t, true> : &backward_rows<scalar_t, acc_t, false>;
-    at::parallel_for(0, rows, grain(rows, edges, width), [&](int64_t begin, int64_t end) {
+    parallel_csr_rows(ptr.data_ptr<int64_t>(), rows, width, kGrainWork, [&](int64_t begin, int64_t end) {
       const int thread = at::get_thread_num();
       rows_pass(in, g, ga, lse_p, begin, end, w_p, ds_p, gd_p, ge_p, gs_p, partials.att[thread].data(),
                 has_edge ? partials.weight[thread].data() : nullptr);
@@ -402,7 +399,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> dynamic_attention_bac
     const int64_t* cpos = csc_pos.data_ptr<int64_t>();
     const int64_t* er = edge_row.data_ptr<int64_t>();
     scalar_t* gs_src = grad_src.data_ptr<scalar_t>();
-    at::parallel_for(0, sources, grain(sources, edges, width), [&](int64_t begin, int64_t end) {
+    parallel_csr_rows(cp, sources, width, kGrainWork, [&](int64_t begin, int64_t end) {
       sources_pass(in, g, cp, cpos, er, rows, w_p, ds_p, begin, end, gs_src);
     });
     // the per-thread sums, added in thread order

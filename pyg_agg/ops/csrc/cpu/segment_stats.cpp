@@ -22,6 +22,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "csr_parallel.h"
+
 namespace pyg_agg {
 namespace {
 
@@ -29,11 +31,6 @@ using at::Tensor;
 
 // Work (edges x channels) below which a parallel region costs more than it saves.
 constexpr int64_t kGrainWork = 1 << 15;
-
-int64_t row_grain(int64_t rows, int64_t edges, int64_t channels) {
-  const int64_t per_row = std::max<int64_t>(1, (edges / std::max<int64_t>(rows, 1)) * channels);
-  return std::max<int64_t>(1, kGrainWork / per_row);
-}
 
 // Reads x_e for one edge: a pointer to the source row plus the optional edge term.
 template <typename scalar_t>
@@ -261,7 +258,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> segment_stats_cpu(
   ties = ties && extremes;
   check_inputs(src, ptr, col, edge_term);
   const int64_t rows = ptr.numel() - 1, channels = src.size(1);
-  const int64_t edges = col ? col->numel() : (edge_term ? edge_term->size(0) : src.size(0));
   auto opts = src.options();
   auto none = [&](const at::TensorOptions& o) { return at::empty({0}, o); };
   Tensor sum = at::empty({rows, channels}, opts);
@@ -285,7 +281,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> segment_stats_cpu(
     scalar_t* hi_p = extremes ? hi.data_ptr<scalar_t>() : nullptr;
     int32_t* tlo_p = ties ? ties_lo.data_ptr<int32_t>() : nullptr;
     int32_t* thi_p = ties ? ties_hi.data_ptr<int32_t>() : nullptr;
-    at::parallel_for(0, rows, row_grain(rows, edges, channels), [&](int64_t begin, int64_t end) {
+    parallel_csr_rows(p, rows, channels, kGrainWork, [&](int64_t begin, int64_t end) {
       reduce(in, p, begin, end, sum_p, m2_p, lo_p, hi_p, tlo_p, thi_p);
     });
   });
@@ -486,7 +482,7 @@ Tensor segment_stats_backward_cpu(
     with_flags(edge_term.has_value(), moments, extremes, [&](auto term_flag, auto moments_flag, auto extremes_flag) {
       constexpr bool kTerm = decltype(term_flag)::value, kMoments = decltype(moments_flag)::value;
       constexpr bool kExtremes = decltype(extremes_flag)::value;
-      at::parallel_for(0, rows, row_grain(rows, edges, channels), [&](int64_t begin, int64_t end) {
+      parallel_csr_rows(g.ptr, rows, channels, kGrainWork, [&](int64_t begin, int64_t end) {
         backward_rows<scalar_t, acc_t, kTerm, kMoments, kExtremes>(g, in, dst, out, begin, end);
       });
     });
@@ -509,7 +505,7 @@ Tensor segment_stats_backward_gather_cpu(
     const Tensor& ties_hi, const Tensor& csc_ptr,
     const Tensor& csc_edge, const Tensor& edge_row) {
   check_inputs(src, ptr, col, edge_term);
-  const int64_t sources = src.size(0), channels = src.size(1), edges = col.numel();
+  const int64_t sources = src.size(0), channels = src.size(1);
   const int64_t rows = ptr.numel() - 1;
   Tensor grad = at::empty({sources, channels}, src.options());
   const bool moments = grad_m2 && grad_m2->numel() > 0;
@@ -537,7 +533,7 @@ Tensor segment_stats_backward_gather_cpu(
           row_coefficients<scalar_t, acc_t, kMoments, kExtremes>(g, i, coef + i * width);
         }
       });
-      at::parallel_for(0, sources, row_grain(sources, edges, channels), [&](int64_t begin, int64_t end) {
+      parallel_csr_rows(cp, sources, channels, kGrainWork, [&](int64_t begin, int64_t end) {
         std::vector<acc_t> acc(channels);
         for (int64_t j = begin; j < end; ++j) {
           std::fill(acc.begin(), acc.end(), acc_t(0));
