@@ -172,6 +172,26 @@ def test_native_results_are_bitwise_deterministic():
         assert torch.equal(grad, runs[0][1])
 
 
+def test_native_results_are_the_same_for_every_thread_count():
+    # Rows are independent, so how the rows are split between threads (at
+    # equal edges + rows, csr_parallel.h; the hub at row 5 moves the split)
+    # must not change a bit, forward or backward.
+    index = hard_graph(num_edges=20_000, hub_degree=10_000)
+    src = torch.randn(index.numel(), 16)
+    previous = torch.get_num_threads()
+    try:
+        runs = []
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            runs.append(both_backends(src, index, 60)["native"])
+    finally:
+        torch.set_num_threads(previous)
+    for out, grad in runs[1:]:
+        for name in STATS:
+            assert torch.equal(out[name], runs[0][0][name]), name
+        assert torch.equal(grad, runs[0][1])
+
+
 def test_forward_without_a_gradient_skips_only_the_tie_counts():
     import pyg_agg.ops.native as native
 
