@@ -28,10 +28,22 @@ optimizer, scheduler, the unit's own state (e.g. its best epoch's weights),
 history, RNG states and the seconds spent training it so far (summed over
 sessions: a unit's wall time). ``--resume`` refuses to start
 when a setting differs from ``study.json`` (one line naming the settings), then
-skips finished units and continues the others from their last epoch. Units are
+skips finished units and continues the others from their last epoch; it may
+choose another selection (``--models``, ``--k``, ...): the results file then
+holds the units of that selection, finished ones read from their checkpoints. Units are
 seeded on their own and shuffle with a generator seeded by ``(seed, epoch)``,
 so on CPU a killed and resumed run ends with exactly the numbers of an
 uninterrupted one. ``--stop-after-epochs`` ends a session early on purpose.
+
+A protocol too long for one session (or one machine: checkpoints do not move
+between them) runs in parts, each a subset of what to run (``--datasets
+MUTAG``, ``--k 10``) with its own results file; :func:`merge_results` joins
+them into the study's file, keeping each part's command, commit and wall time
+(``parts``)::
+
+    python -m pyg_agg.pipelines.study merge docs/results/histograph_tu-mutag.json \
+        docs/results/histograph_tu-enzymes.json --results docs/results/histograph_tu.json \
+        --docs docs/histograph.md
 
 :func:`update_docs_table` writes the table of a results file into its layer's
 docs page, between ``<!-- study-table: <study> -->`` and ``<!-- /study-table -->``.
@@ -64,6 +76,9 @@ from pyg_agg.pipelines.checkpoint import (
 
 #: Settings that choose what runs, not how: a run of a subset is still its protocol.
 SELECTION_SETTINGS = frozenset({"budget", "models", "datasets", "depths", "ks", "seed"})
+#: The selection settings in which the parts of one merged run may differ (each
+#: lists what its part ran); the budget and the base seed are the whole run's.
+PART_SETTINGS = ("models", "datasets", "depths", "ks")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -208,7 +223,10 @@ class Study:
             saved = json.loads(record.read_text())
             defaults = json.loads(json.dumps({f.name: f.default for f in fields(settings)
                                               if f.default is not MISSING}))
-            differing = differing_settings(saved["settings"], self.settings, defaults)
+            # another selection of units (models, datasets, depths, k) reads the
+            # finished ones and trains the rest under the same protocol
+            differing = [key for key in differing_settings(saved["settings"], self.settings, defaults)
+                         if key not in PART_SETTINGS]
             if differing:
                 details = ", ".join(f"{key} (checkpoint "
                                     f"{saved['settings'].get(key, defaults.get(key))!r}, "
@@ -321,6 +339,59 @@ class Study:
         return data
 
 
+def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One results file from ``parts``: results files of one study, budget, seed
+    and protocol that ran different models or conditions (e.g. one dataset per
+    session). Their cells are joined; each part's command, commit, sessions and
+    wall time are kept under ``parts``, the top-level ``command`` and ``commit``
+    list them all. Raises ``ValueError`` on parts of another study, budget or
+    protocol (naming the setting), or on a cell that two parts hold."""
+    if not parts:
+        raise ValueError("merge needs at least one results file")
+    first = parts[0]
+    for key in ("study", "budget"):
+        values = list(dict.fromkeys(part[key] for part in parts))
+        if len(values) > 1:
+            raise ValueError(f"parts of different {key}s cannot be merged: {values}")
+    settings = dict(first["settings"])
+    for part in parts[1:]:
+        differing = [key for key in differing_settings(first["settings"], part["settings"])
+                     if key not in PART_SETTINGS]
+        if differing:
+            details = ", ".join(f"{key} ({first['settings'].get(key)!r} against "
+                                f"{part['settings'].get(key)!r})" for key in differing)
+            raise ValueError(f"parts of different protocols cannot be merged: {details}")
+        for key in PART_SETTINGS:
+            if key in settings:
+                settings[key] = list(dict.fromkeys([*settings[key], *part["settings"][key]]))
+    merged: dict[str, Any] = {"paper": {}, "ours": {}, "std": {}, "details": {}}
+    for part in parts:
+        for section, models in merged.items():
+            for model, conditions in part.get(section, {}).items():
+                for condition, value in conditions.items():
+                    held = models.setdefault(model, {})
+                    if condition in held and (section != "paper" or held[condition] != value):
+                        raise ValueError(f"two parts hold {section}[{model!r}][{condition!r}]")
+                    held[condition] = value
+    timed = [part["wall_time"] for part in parts if part.get("wall_time")]
+    wall_time = {"seconds": round(sum(t["seconds"] for t in timed), 1),
+                 "units": sum(t["units"] for t in timed),
+                 "untimed_units": sum(t["untimed_units"] for t in timed),
+                 "untimed_parts": len(parts) - len(timed)}
+    return {"study": first["study"], "budget": first["budget"],
+            "paper": merged["paper"], "ours": merged["ours"],
+            **({"std": merged["std"]} if merged["std"] else {}),
+            "command": " && ".join(part["command"] for part in parts),
+            "commit": ", ".join(dict.fromkeys(part["commit"] for part in parts)),
+            "sessions": [session for part in parts for session in part["sessions"]],
+            "wall_time": wall_time, "settings": settings, "details": merged["details"],
+            "deviations": first.get("deviations") or {},
+            "parts": [{"selection": {key: part["settings"][key] for key in PART_SETTINGS
+                                     if key in part["settings"]},
+                       "command": part["command"], "commit": part["commit"],
+                       "wall_time": part.get("wall_time")} for part in parts]}
+
+
 def run_study(main: Callable[[argparse.Namespace], Any], parser: argparse.ArgumentParser,
               argv: Optional[list[str]]) -> int:
     """Parses ``argv`` (default: the command line) and runs ``main(args)`` with the
@@ -384,9 +455,12 @@ def render_table(results: dict[str, Any]) -> str:
               "run yet**" if results["budget"] == "small" else
               "**a reduced budget, not the paper's protocol**")
     changed = "".join(f" `{key}={value}`" for key, value in deviations.items())
+    parts = results.get("parts")
+    origin = (f"Command: `{results['command']}`, commit `{results['commit']}`." if not parts else
+              f"Run in {len(parts)} part{'s' if len(parts) > 1 else ''}: "
+              + "; ".join(f"`{part['command']}` at commit `{part['commit']}`" for part in parts) + ".")
     lines += ["", f"Budget `{results['budget']}`{' with' + changed if changed else ''} ({budget}). "
-                  f"Command: `{results['command']}`, "
-                  f"commit `{results['commit']}`. {_wall_time_sentence(results.get('wall_time'))}"]
+                  f"{origin} {_wall_time_sentence(results.get('wall_time'))}"]
     cells = next((value for model in ours.values() for value in model.values()
                   if isinstance(value, dict)), None)
     if cells is not None:
@@ -403,6 +477,10 @@ def _wall_time_sentence(wall_time: Optional[dict[str, Any]]) -> str:
             f"Wall time: {wall_time['seconds']:.0f} s of training over {wall_time['units']} units")
     if wall_time["untimed_units"]:
         text += f" ({wall_time['untimed_units']} of them ran before the harness timed them)"
+    untimed_parts = wall_time.get("untimed_parts", 0)
+    if untimed_parts:
+        text += (f", not counting {untimed_parts} part{'s' if untimed_parts > 1 else ''} "
+                 "that ran before the harness timed units")
     return text + "."
 
 
@@ -440,3 +518,32 @@ def _write_json_atomic(path: Path, data: Any) -> None:
 
 def _file_name(key: str) -> str:
     return "".join(c if c.isalnum() or c in "-_=" else "_" for c in key)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """``python -m pyg_agg.pipelines.study merge PART... --results FILE [--docs PAGE]``:
+    :func:`merge_results` of the PART results files, written to FILE, and its
+    table to PAGE (under the marker of FILE's name)."""
+    parser = argparse.ArgumentParser(prog="python -m pyg_agg.pipelines.study",
+                                     description=main.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    merge = sub.add_parser("merge", help="join the results files of a run made in parts")
+    merge.add_argument("parts", nargs="+", type=Path, help="results files of the parts")
+    merge.add_argument("--results", type=Path, required=True, help="the merged results file")
+    merge.add_argument("--docs", type=Path, help="docs page whose table is regenerated")
+    args = parser.parse_args(argv)
+    missing = [str(path) for path in args.parts if not path.is_file()]
+    if missing:
+        raise FileNotFoundError(f"merge: no results file at {', '.join(missing)}")
+    data = merge_results([json.loads(path.read_text()) for path in args.parts])
+    for part, path in zip(data["parts"], args.parts, strict=True):
+        part["file"] = os.path.relpath(path, args.results.parent)  # where its details live
+    if args.docs:
+        update_docs_table(args.docs, data, args.results.stem)
+    _write_json_atomic(args.results, data)
+    print(render_table(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,8 +13,9 @@ from pyg_agg.pipelines import (
     histograph_tu,
     lcm_second_min,
     pna_multitask,
+    study,
 )
-from pyg_agg.pipelines.study import docs_table, render_table, update_docs_table
+from pyg_agg.pipelines.study import docs_table, merge_results, render_table, update_docs_table
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -129,7 +130,17 @@ def test_resume_refuses_changed_settings_in_one_line(tmp_path):
         run("dictionary_lookup", tmp_path, "--resume", "--seed", "1", "--k", "5")
     message = str(err.value)
     assert "\n" not in message
-    assert "ks (checkpoint [5, 8], now [5])" in message and "seed (checkpoint 0, now 1)" in message
+    assert message.endswith("settings differ: seed (checkpoint 0, now 1)")  # ks is a selection
+
+
+def test_resume_with_another_selection_reads_the_finished_units(tmp_path):
+    models = ["--models", *FEW_MODELS["dictionary_lookup"]]
+    whole = run("dictionary_lookup", tmp_path, *models, results="whole.json")
+    subset = run("dictionary_lookup", tmp_path, *models[:2], "--k", "5", "--resume", results="subset.json")
+    model = FEW_MODELS["dictionary_lookup"][0]
+    assert subset["ours"] == {model: {"k=5": whole["ours"][model]["k=5"]}}
+    assert subset["settings"]["ks"] == [5] and len(subset["sessions"]) == 2
+    assert subset["wall_time"]["units"] == 1 and subset["wall_time"]["seconds"] > 0
 
 
 def test_existing_run_needs_resume(tmp_path):
@@ -189,6 +200,77 @@ def test_a_diagnostic_setting_is_recorded_and_named_in_the_table(tmp_path):
     assert "with `init=torch` (**a diagnostic, not the paper's protocol**)" in render_table(full)
 
 
+def test_a_run_made_in_parts_merges_to_the_numbers_of_the_whole_run(tmp_path):
+    models = ["--models", *FEW_MODELS["dictionary_lookup"]]
+    whole = run("dictionary_lookup", tmp_path, *models, out="whole", results="whole.json")
+    parts = [run("dictionary_lookup", tmp_path, *models, "--k", str(k), out=f"k{k}",
+                 results=f"k{k}.json") for k in dictionary_lookup.BUDGETS["small"].ks]
+    merged = merge_results(parts)
+    for key in ("ours", "paper", "details", "budget", "study"):
+        assert merged[key] == whole[key], key
+    assert merged["settings"] == whole["settings"]
+    assert [part["selection"]["ks"] for part in merged["parts"]] == [[5], [8]]
+    assert merged["wall_time"]["units"] == whole["wall_time"]["units"]
+    table = render_table(merged)
+    assert table.split("\n\n")[0] == render_table(whole).split("\n\n")[0]  # the same rows
+    assert "Run in 2 parts: `python examples/dictionary_lookup.py" in table
+    assert all(part["command"] in table for part in parts)
+
+
+def test_merge_command_writes_the_results_and_the_table(tmp_path):
+    models = ["--models", "GATv2, 1 head"]
+    paths = []
+    for k in (5, 8):
+        run("dictionary_lookup", tmp_path, *models, "--k", str(k), out=f"k{k}", results=f"k{k}.json")
+        paths.append(str(tmp_path / f"k{k}.json"))
+    page = tmp_path / "page.md"
+    page.write_text("<!-- study-table: dictionary_lookup -->\n<!-- /study-table -->\n")
+    out = tmp_path / "dictionary_lookup.json"
+    assert study.main(["merge", *paths, "--results", str(out), "--docs", str(page)]) == 0
+    merged = json.loads(out.read_text())
+    assert list(merged["ours"]["GATv2, 1 head"]) == ["k=5", "k=8"]
+    assert docs_table(page, "dictionary_lookup") == render_table(merged)
+    with pytest.raises(FileNotFoundError, match="no results file at .*missing.json"):
+        study.main(["merge", paths[0], str(tmp_path / "missing.json"), "--results", str(out)])
+
+
+def part(ours, budget="full", **settings):
+    """A hand-made results file of one part."""
+    return {"study": "s", "budget": budget, "paper": {}, "ours": ours, "command": "python x.py",
+            "commit": "abc", "sessions": [{"command": "python x.py", "commit": "abc"}],
+            "settings": {"budget": budget, "datasets": list(next(iter(ours.values()))),
+                         "lr": 0.01, "seed": 0, **settings}, "details": {}}
+
+
+@pytest.mark.parametrize("parts,match", [
+    ([part({"A": {"X": 0.5}}), part({"A": {"Y": 0.5}}, lr=0.1)],
+     r"different protocols cannot be merged: lr \(0.01 against 0.1\)"),
+    ([part({"A": {"X": 0.5}}), part({"A": {"Y": 0.5}}, seed=1)], r"seed \(0 against 1\)"),
+    ([part({"A": {"X": 0.5}}), part({"A": {"Y": 0.5}}, budget="small")], "different budgets"),
+    ([part({"A": {"X": 0.5}}), part({"A": {"X": 0.6}})], r"two parts hold ours\['A'\]\['X'\]"),
+    ([], "at least one"),
+])
+def test_merge_refuses_parts_that_are_not_one_run(parts, match):
+    with pytest.raises(ValueError, match=match):
+        merge_results(parts)
+
+
+@pytest.mark.parametrize("path", [path for path in sorted((DOCS / "results").glob("*.json"))
+                                  if "parts" in json.loads(path.read_text())], ids=lambda p: p.stem)
+def test_committed_merged_results_are_the_merge_of_their_parts(path):
+    merged = json.loads(path.read_text())
+    files = [path.parent / part.pop("file") for part in merged["parts"]]
+    assert merge_results([json.loads(file.read_text()) for file in files]) == merged
+
+
+def test_merged_wall_time_names_the_parts_that_were_not_timed():
+    timed = {**part({"A": {"Y": 0.5}}), "wall_time": {"seconds": 720.0, "units": 3, "untimed_units": 0}}
+    merged = merge_results([part({"A": {"X": 0.5}}), timed])
+    assert merged["wall_time"] == {"seconds": 720.0, "units": 3, "untimed_units": 0, "untimed_parts": 1}
+    assert ("Wall time: 0.2 h of training over 3 units, not counting 1 part that ran before the "
+            "harness timed units.") in render_table(merged)
+
+
 def test_a_table_of_some_cells_shows_the_papers_numbers_of_those_cells():
     results = {"paper": {"GCN": {"Cora": {"2": 0.81, "8": 0.69, "32": 0.60}}},
                "ours": {"GCN": {"Cora": {"8": 0.74, "32": 0.24}}}, "budget": "full",
@@ -208,7 +290,9 @@ def test_committed_histograph_results_nest_model_condition_value():
         assert 0.0 <= results["GCN+HISTOGRAPH"]["Cora"]["64"] <= 1.0
     tu = json.loads((DOCS / "results" / "histograph_tu.json").read_text())
     assert list(tu["ours"]) == list(histograph_tu.MODELS)
-    assert all(list(values) == list(histograph_tu.DATASETS) for values in tu["ours"].values())
+    ran = tu["settings"]["datasets"]  # the datasets run so far, each a part of the run
+    assert set(ran) <= set(histograph_tu.DATASETS)
+    assert all(list(values) == ran for values in tu["ours"].values())
 
 
 # ---------------------------------------------------------------- HISTOGRAPH studies
