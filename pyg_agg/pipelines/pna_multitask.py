@@ -37,7 +37,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -52,6 +51,7 @@ from tqdm.auto import tqdm
 from pyg_agg.datasets import PNAMultitask
 from pyg_agg.datasets.pna_multitask import GRAPH_TASKS, NODE_TASKS
 from pyg_agg.nn import PNAConv
+from pyg_agg.pipelines.report import plot_by_epoch
 from pyg_agg.pipelines.study import (
     Study,
     Trainee,
@@ -237,25 +237,6 @@ def extrapolation_key(sizes: tuple[int, int]) -> str:
     return f"n={sizes[0]}-{sizes[1]}"
 
 
-def plot_validation(details: dict[str, Any], path: Path) -> None:
-    """log10 validation loss by epoch for every model."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4))
-    for model, detail in details.items():
-        curve = detail.get("validation")
-        if curve:
-            axes.plot(range(1, len(curve) + 1), [math.log10(v) for v in curve], label=model)
-    axes.set(xlabel="epoch", ylabel="log10 validation MSE (mean over tasks)")
-    axes.legend(fontsize="small")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Trains every model of ``args.models`` and writes the results file."""
     settings = replace(BUDGETS[args.budget], seed=args.seed,
@@ -327,7 +308,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                            s.max_epochs, finished)
         ours[name] = result["scores"]
         details[name].update(validation=result["validation"], best_epoch=result["best_epoch"])
-    plot_validation(details, study.results.with_suffix(".png"))
+    plot_by_epoch({model: [math.log10(v) for v in detail["validation"]]
+                   for model, detail in details.items() if detail.get("validation")},
+                  "log10 validation MSE (mean over tasks)", study.results.with_suffix(".png"))
     return study.write_results({k: v for k, v in PAPER.items() if k in s.models}, ours, details)
 
 

@@ -48,6 +48,25 @@ def plot_curves(history: list[dict[str, Any]], metric: str, path: Path) -> None:
     plt.close(fig)
 
 
+def plot_by_epoch(curves: dict[str, list[float]], ylabel: str, path: Path) -> None:
+    """One line per model of its value by epoch (from 1), saved as a PNG: the
+    validation curves of a study, so that a reader sees whether a run had
+    converged when its budget ended."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for model, curve in curves.items():
+        axes.plot(range(1, len(curve) + 1), curve, label=model)
+    axes.set(xlabel="epoch", ylabel=ylabel)
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
 def summarize(results: list[dict[str, Any]], task: TaskData) -> dict[str, Any]:
     """Mean and (sample) standard deviation over runs of the best-validation metrics."""
     summary: dict[str, Any] = {"dataset": task.name, "metric": task.metric,

@@ -2,6 +2,7 @@
 import json
 import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -478,6 +479,22 @@ def test_reduced_budget_table_says_so(tmp_path):
     results = {"study": "s", "budget": "cpu", "command": "python x.py --budget cpu",
                "commit": "abc", "paper": {}, "ours": {"A": {"average": -1.0}}}
     assert "a reduced budget, not the paper's protocol" in render_table(results)
+
+
+def test_lcm_small_run_records_the_curve_of_the_sets_of_32_and_plots_it(tmp_path):
+    results = run("lcm_second_min", tmp_path, "--models", "max")
+    detail = results["details"]["max"]
+    budget = lcm_second_min.BUDGETS["small"]
+    curve = detail[f"n={budget.eval_sizes[0]} by epoch"]
+    assert len(curve) == detail["epochs"] == budget.epochs
+    assert curve[-1] == results["ours"]["max"][f"n={budget.eval_sizes[0]}"]  # the last epoch's
+    assert (tmp_path / "results.png").stat().st_size > 0
+
+
+def test_lcm_cpu_budget_is_pygs_setup_with_fewer_epochs():
+    full, cpu = lcm_second_min.BUDGETS["full"], lcm_second_min.BUDGETS["cpu"]
+    assert cpu.epochs < full.epochs
+    assert replace(cpu, epochs=full.epochs) == full
 
 
 def test_pna_multitask_small_run_records_the_validation_curve_and_plots_it(tmp_path):
