@@ -192,6 +192,40 @@ def test_native_results_are_the_same_for_every_thread_count():
         assert torch.equal(grad, runs[0][1])
 
 
+@pytest.mark.parametrize("form", ["plain", "gather+edge_term"])
+def test_register_blocked_float_kernels_equal_the_generic_ones_bit_for_bit(form):
+    # float rows of a multiple of 16 channels take the register-blocked
+    # kernels (segment_stats.cpp); one channel more takes the generic ones.
+    # Channels are independent, so the first 32 of 33 must match 32 exactly:
+    # ties, NaNs, empty rows, and a hub longer than many edge tiles.
+    index = hard_graph(num_edges=3_000, hub_degree=1_000)
+    ptr, order = index_to_ptr(index.sort().values, 60), torch.argsort(index, stable=True)
+    gen = torch.Generator().manual_seed(3)
+    wide = (torch.randn(index.numel(), 33, generator=gen) * 4).round() / 4  # many ties
+    wide[::37, ::5] = float("nan")
+    term = (torch.randn(index.numel(), 33, generator=gen) * 2).round() / 2
+    grads = [torch.randn(60, 33, generator=gen) for _ in range(4)]
+    ops = torch.ops.pyg_agg
+
+    def run(width):
+        src, col, edge_term = wide[:, :width].contiguous(), None, None
+        if form == "gather+edge_term":
+            src, col, edge_term = src[:500].contiguous(), order % 500, term[:, :width].contiguous()
+        out = ops.segment_stats(src, ptr, col if col is not None else order, edge_term,
+                                col is None, True, True, True)
+        total, _, low, high, ties_lo, ties_hi = out
+        g = [t[:, :width].contiguous() for t in grads]
+        backward = ops.segment_stats_backward(*g, src, ptr, col if col is not None else order,
+                                              edge_term, total, low, high, ties_lo, ties_hi, None)
+        return [*out, backward]
+
+    for blocked, generic in zip(run(32), run(33), strict=True):
+        generic = generic[:, :32]
+        if blocked.is_floating_point():
+            blocked, generic = blocked.view(torch.int32), generic.contiguous().view(torch.int32)
+        assert torch.equal(blocked, generic)
+
+
 def test_forward_without_a_gradient_skips_only_the_tie_counts():
     import pyg_agg.ops.native as native
 

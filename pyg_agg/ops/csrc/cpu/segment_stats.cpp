@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -241,8 +242,160 @@ void reduce_rows(const EdgeValues<scalar_t>& in, const int64_t* p, int64_t begin
   }
 }
 
+// The same reduction for float rows of a multiple of kBlock channels, with
+// the accumulators in registers. reduce_rows keeps them in per-thread arrays,
+// so every edge loads and stores each of them (16 memory operations a vector
+// of channels with min/max and ties, for one load of the edge's values); the
+// register pressure of all of them across a whole row's width is too high.
+// Here a row runs a block of channels at a time over a tile of its edges:
+// the tile's values stay in L1 for the next block, and the accumulators
+// touch memory once a tile (most rows are one tile). Each channel sees the
+// same operations in the same order as in accumulate_edge, start_row and
+// finish_row, so the results are the same bit for bit.
+constexpr int64_t kBlock = 16;
+constexpr int64_t kTile = 32;
+using FloatBlock = float __attribute__((vector_size(kBlock * sizeof(float))));
+using IntBlock = int32_t __attribute__((vector_size(kBlock * sizeof(int32_t))));
+
+template <typename block_t, typename T>
+inline block_t load_block(const T* p) {
+  block_t v;
+  std::memcpy(&v, p, sizeof(block_t));
+  return v;
+}
+
+template <typename block_t, typename T>
+inline void store_block(T* p, const block_t& v) {
+  std::memcpy(p, &v, sizeof(block_t));
+}
+
+template <bool kTerm, bool kMoments, bool kExtremes, bool kTies>
+void reduce_rows_blocked(const EdgeValues<float>& in, const int64_t* p, int64_t begin, int64_t end,
+                         float* sum_p, float* m2_p, float* lo_p, float* hi_p, int32_t* tlo_p, int32_t* thi_p) {
+  const int64_t channels = in.channels;
+  RowAccumulators<float> acc(channels);  // a row's accumulators between its tiles
+  const int64_t last_edge = p[end];
+  const FloatBlock zero = {};
+  const IntBlock unit = IntBlock{} + 1;
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t first = p[i], last = p[i + 1];
+    const int64_t out = i * channels;
+    if (first == last) {
+      for (int64_t f = 0; f < channels; ++f) {
+        sum_p[out + f] = 0.0f;
+        if (kMoments) m2_p[out + f] = 0.0f;
+        if (kExtremes) lo_p[out + f] = hi_p[out + f] = 0.0f;
+        if (kTies) tlo_p[out + f] = thi_p[out + f] = 0;
+      }
+      continue;
+    }
+    const float inv_degree = 1.0f / static_cast<float>(last - first);
+    for (int64_t tile = first; tile < last; tile += kTile) {
+      const int64_t tile_end = std::min(last, tile + kTile);
+      for (int64_t b = 0; b < channels; b += kBlock) {
+        auto value = [&](int64_t e) {
+          FloatBlock x = load_block<FloatBlock>(in.source_row(e) + b);
+          if (kTerm) x += load_block<FloatBlock>(in.edge_term + e * channels + b);
+          return x;
+        };
+        FloatBlock total, shift = zero, s1 = zero, s2 = zero, lo = zero, hi = zero;
+        IntBlock nlo = {}, nhi = {};
+        int64_t e = tile;
+        if (tile == first) {  // the first edge initialises every accumulator
+          if (b == 0 && in.col && e + kPrefetchAhead < last_edge) {
+            prefetch_row(in.source_row(e + kPrefetchAhead), channels);
+          }
+          total = value(e);
+          if (kMoments) shift = total;
+          if (kExtremes) lo = hi = total;
+          if (kTies) nlo = nhi = unit;
+          ++e;
+        } else {
+          total = load_block<FloatBlock>(acc.total.data() + b);
+          if (kMoments) {
+            shift = load_block<FloatBlock>(acc.shift.data() + b);
+            s1 = load_block<FloatBlock>(acc.s1.data() + b);
+            s2 = load_block<FloatBlock>(acc.s2.data() + b);
+          }
+          if (kExtremes) {
+            lo = load_block<FloatBlock>(acc.vmin.data() + b);
+            hi = load_block<FloatBlock>(acc.vmax.data() + b);
+          }
+          if (kTies) {
+            nlo = load_block<IntBlock>(acc.nmin.data() + b);
+            nhi = load_block<IntBlock>(acc.nmax.data() + b);
+          }
+        }
+        for (; e < tile_end; ++e) {
+          if (b == 0 && in.col && e + kPrefetchAhead < last_edge) {
+            prefetch_row(in.source_row(e + kPrefetchAhead), channels);
+          }
+          const FloatBlock x = value(e);
+          total += x;
+          if (kMoments) {
+            const FloatBlock dx = x - shift;
+            s1 += dx;
+            s2 += dx * dx;
+          }
+          if (kExtremes) {  // as in accumulate_edge
+            const IntBlock x_nan = x != x;
+            const IntBlock lower = (x < lo) | (x_nan & (lo == lo));
+            const IntBlock higher = (x > hi) | (x_nan & (hi == hi));
+            if (kTies) {
+              nlo = lower ? unit : nlo - (x == lo);  // a comparison is -1 where true
+              nhi = higher ? unit : nhi - (x == hi);
+            }
+            lo = lower ? x : lo;
+            hi = higher ? x : hi;
+          }
+        }
+        if (tile_end < last) {  // the row goes on in the next tile
+          store_block(acc.total.data() + b, total);
+          if (kMoments) {
+            store_block(acc.shift.data() + b, shift);
+            store_block(acc.s1.data() + b, s1);
+            store_block(acc.s2.data() + b, s2);
+          }
+          if (kExtremes) {
+            store_block(acc.vmin.data() + b, lo);
+            store_block(acc.vmax.data() + b, hi);
+          }
+          if (kTies) {
+            store_block(acc.nmin.data() + b, nlo);
+            store_block(acc.nmax.data() + b, nhi);
+          }
+          continue;
+        }
+        store_block(sum_p + out + b, total);  // as in finish_row
+        if (kMoments) {
+          const FloatBlock m2 = s2 - s1 * s1 * inv_degree;
+          store_block(m2_p + out + b, zero < m2 ? m2 : zero);
+        }
+        if (kExtremes) {
+          store_block(lo_p + out + b, lo);
+          store_block(hi_p + out + b, hi);
+        }
+        if (kTies) {
+          store_block(tlo_p + out + b, nlo);
+          store_block(thi_p + out + b, nhi);
+        }
+      }
+    }
+  }
+}
+
 template <typename scalar_t, typename acc_t, bool kTerm>
-auto pick_reducer(bool moments, bool extremes, bool ties) {
+auto pick_reducer(bool moments, bool extremes, bool ties, int64_t channels) {
+  if constexpr (std::is_same<scalar_t, float>::value) {
+    if (channels % kBlock == 0) {
+      if (moments && extremes && ties) return &reduce_rows_blocked<kTerm, true, true, true>;
+      if (moments && extremes) return &reduce_rows_blocked<kTerm, true, true, false>;
+      if (moments) return &reduce_rows_blocked<kTerm, true, false, false>;
+      if (extremes && ties) return &reduce_rows_blocked<kTerm, false, true, true>;
+      if (extremes) return &reduce_rows_blocked<kTerm, false, true, false>;
+      return &reduce_rows_blocked<kTerm, false, false, false>;
+    }
+  }
   if (moments && extremes && ties) return &reduce_rows<scalar_t, acc_t, kTerm, true, true, true>;
   if (moments && extremes) return &reduce_rows<scalar_t, acc_t, kTerm, true, true, false>;
   if (moments) return &reduce_rows<scalar_t, acc_t, kTerm, true, false, false>;
@@ -273,8 +426,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> segment_stats_cpu(
     using acc_t = at::opmath_type<scalar_t>;
     const auto in = edge_values<scalar_t>(src, col, edge_term);
     const int64_t* p = ptr.data_ptr<int64_t>();
-    const auto reduce = edge_term ? pick_reducer<scalar_t, acc_t, true>(moments, extremes, ties)
-                                  : pick_reducer<scalar_t, acc_t, false>(moments, extremes, ties);
+    const auto reduce = edge_term ? pick_reducer<scalar_t, acc_t, true>(moments, extremes, ties, channels)
+                                  : pick_reducer<scalar_t, acc_t, false>(moments, extremes, ties, channels);
     scalar_t* sum_p = sum.data_ptr<scalar_t>();
     scalar_t* m2_p = moments ? m2.data_ptr<scalar_t>() : nullptr;
     scalar_t* lo_p = extremes ? lo.data_ptr<scalar_t>() : nullptr;
@@ -440,6 +593,54 @@ void backward_rows(const StatGradients<scalar_t>& g, const EdgeValues<scalar_t>&
   }
 }
 
+// backward_rows for float rows of a multiple of kBlock channels, with the
+// row's coefficients in registers (see reduce_rows_blocked): a block of
+// channels at a time over a tile of the row's edges, each edge's gradient
+// block (one cache line) written straight to its place. The same operations
+// per channel as edge_gradient, so the same bits.
+template <bool kTerm, bool kMoments, bool kExtremes>
+void backward_rows_blocked(const StatGradients<float>& g, const EdgeValues<float>& in, const int64_t* dst,
+                           float* out, int64_t begin, int64_t end) {
+  const int64_t F = g.channels;
+  std::vector<float> coefficients(coefficient_width(kMoments, kExtremes) * F);
+  const float* a_row = coefficients.data();
+  const float* mean_row = a_row + F;
+  const float* b_row = a_row + 2 * F;
+  const float* c_row = a_row + (kMoments ? 3 : 1) * F;
+  const float* d_row = c_row + F;
+  const FloatBlock zero = {};
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t first = g.ptr[i], last = g.ptr[i + 1];
+    if (first == last) continue;
+    row_coefficients<float, float, kMoments, kExtremes>(g, i, coefficients.data());
+    for (int64_t tile = first; tile < last; tile += kTile) {
+      const int64_t tile_end = std::min(last, tile + kTile);
+      for (int64_t b = 0; b < F; b += kBlock) {
+        const FloatBlock a = load_block<FloatBlock>(a_row + b);
+        FloatBlock mean = zero, slope = zero, c = zero, d = zero, low = zero, high = zero;
+        if (kMoments) {
+          mean = load_block<FloatBlock>(mean_row + b);
+          slope = load_block<FloatBlock>(b_row + b);
+        }
+        if (kExtremes) {
+          c = load_block<FloatBlock>(c_row + b);
+          d = load_block<FloatBlock>(d_row + b);
+          low = load_block<FloatBlock>(g.low + i * F + b);
+          high = load_block<FloatBlock>(g.high + i * F + b);
+        }
+        for (int64_t e = tile; e < tile_end; ++e) {
+          FloatBlock x = load_block<FloatBlock>(in.source_row(e) + b);
+          if (kTerm) x += load_block<FloatBlock>(in.edge_term + e * F + b);
+          FloatBlock gradient = a;
+          if (kMoments) gradient += slope * (x - mean);
+          if (kExtremes) gradient += (x == low ? c : zero) + (x == high ? d : zero);
+          store_block(out + (dst ? dst[e] : e) * F + b, gradient);
+        }
+      }
+    }
+  }
+}
+
 // Calls body(kTerm, kMoments, kExtremes) with the flags as std::bool_constant
 // arguments, so that the body instantiates one branch-free kernel per case.
 template <typename Body>
@@ -483,6 +684,12 @@ Tensor segment_stats_backward_cpu(
       constexpr bool kTerm = decltype(term_flag)::value, kMoments = decltype(moments_flag)::value;
       constexpr bool kExtremes = decltype(extremes_flag)::value;
       parallel_csr_rows(g.ptr, rows, channels, kGrainWork, [&](int64_t begin, int64_t end) {
+        if constexpr (std::is_same<scalar_t, float>::value) {
+          if (channels % kBlock == 0) {
+            backward_rows_blocked<kTerm, kMoments, kExtremes>(g, in, dst, out, begin, end);
+            return;
+          }
+        }
         backward_rows<scalar_t, acc_t, kTerm, kMoments, kExtremes>(g, in, dst, out, begin, end);
       });
     });
