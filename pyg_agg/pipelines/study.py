@@ -456,9 +456,15 @@ def render_table(results: dict[str, Any]) -> str:
               "**a reduced budget, not the paper's protocol**")
     changed = "".join(f" `{key}={value}`" for key, value in deviations.items())
     parts = results.get("parts")
-    origin = (f"Command: `{results['command']}`, commit `{results['commit']}`." if not parts else
-              f"Run in {len(parts)} part{'s' if len(parts) > 1 else ''}: "
-              + "; ".join(f"`{part['command']}` at commit `{part['commit']}`" for part in parts) + ".")
+    if parts:
+        # parts written from one run (its units read back by selection) share a command
+        origins = list(dict.fromkeys((part["command"], part["commit"]) for part in parts))
+        one_command = len(origins) == 1 < len(parts)
+        origin = (f"Run in {len(parts)} part{'s' if len(parts) > 1 else ''}"
+                  f"{' of one command' if one_command else ''}: "
+                  + "; ".join(f"`{command}` at commit `{commit}`" for command, commit in origins) + ".")
+    else:
+        origin = f"Command: `{results['command']}`, commit `{results['commit']}`."
     lines += ["", f"Budget `{results['budget']}`{' with' + changed if changed else ''} ({budget}). "
                   f"{origin} {_wall_time_sentence(results.get('wall_time'))}"]
     cells = next((value for model in ours.values() for value in model.values()
@@ -472,9 +478,9 @@ def _wall_time_sentence(wall_time: Optional[dict[str, Any]]) -> str:
     if not wall_time or wall_time["untimed_units"] == wall_time["units"]:
         return "Wall time: not recorded (the units ran before the harness timed them)."
     hours = wall_time["seconds"] / 3600
-    text = (f"Wall time: {hours:.1f} h of training over {wall_time['units']} units"
-            if hours >= 0.1 else
-            f"Wall time: {wall_time['seconds']:.0f} s of training over {wall_time['units']} units")
+    units = f"{wall_time['units']} unit{'s' if wall_time['units'] != 1 else ''}"
+    text = (f"Wall time: {hours:.1f} h of training over {units}" if hours >= 0.1 else
+            f"Wall time: {wall_time['seconds']:.0f} s of training over {units}")
     if wall_time["untimed_units"]:
         text += f" ({wall_time['untimed_units']} of them ran before the harness timed them)"
     untimed_parts = wall_time.get("untimed_parts", 0)

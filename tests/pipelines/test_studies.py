@@ -270,6 +270,8 @@ def test_merged_wall_time_names_the_parts_that_were_not_timed():
     assert merged["wall_time"] == {"seconds": 720.0, "units": 3, "untimed_units": 0, "untimed_parts": 1}
     assert ("Wall time: 0.2 h of training over 3 units, not counting 1 part that ran before the "
             "harness timed units.") in render_table(merged)
+    # parts written from one run's checkpoints share its command: named once
+    assert "Run in 2 parts of one command: `python x.py` at commit `abc`. " in render_table(merged)
 
 
 def test_a_table_of_some_cells_shows_the_papers_numbers_of_those_cells():
