@@ -142,6 +142,19 @@ __attribute__((noinline)) void accumulate_edge(
   }
 }
 
+// An empty row (its values from `out` on): every statistic 0, no ties.
+// Shared by both reducers; the outputs a flag leaves out are null.
+template <typename scalar_t, bool kMoments, bool kExtremes, bool kTies>
+inline void zero_row(scalar_t* sum_p, scalar_t* m2_p, scalar_t* lo_p, scalar_t* hi_p, int32_t* tlo_p,
+                     int32_t* thi_p, int64_t out, int64_t channels) {
+  for (int64_t f = out; f < out + channels; ++f) {
+    sum_p[f] = scalar_t(0);
+    if (kMoments) m2_p[f] = scalar_t(0);
+    if (kExtremes) lo_p[f] = hi_p[f] = scalar_t(0);
+    if (kTies) tlo_p[f] = thi_p[f] = 0;
+  }
+}
+
 // A row's first edge sets its accumulators; its results are written once.
 // Both out of line with __restrict__ parameters, like accumulate_edge: in
 // the row loop the compiler cannot tell the arrays apart and kept these loops
@@ -206,12 +219,7 @@ void reduce_rows(const EdgeValues<scalar_t>& in, const int64_t* p, int64_t begin
     const int64_t first = p[i], last = p[i + 1];
     const int64_t out = i * channels;
     if (first == last) {
-      for (int64_t f = 0; f < channels; ++f) {
-        sum_p[out + f] = scalar_t(0);
-        if (kMoments) m2_p[out + f] = scalar_t(0);
-        if (kExtremes) lo_p[out + f] = hi_p[out + f] = scalar_t(0);
-        if (kTies) tlo_p[out + f] = thi_p[out + f] = 0;
-      }
+      zero_row<scalar_t, kMoments, kExtremes, kTies>(sum_p, m2_p, lo_p, hi_p, tlo_p, thi_p, out, channels);
       continue;
     }
     for (int64_t e = first; e < last; ++e) {
@@ -281,12 +289,7 @@ void reduce_rows_blocked(const EdgeValues<float>& in, const int64_t* p, int64_t 
     const int64_t first = p[i], last = p[i + 1];
     const int64_t out = i * channels;
     if (first == last) {
-      for (int64_t f = 0; f < channels; ++f) {
-        sum_p[out + f] = 0.0f;
-        if (kMoments) m2_p[out + f] = 0.0f;
-        if (kExtremes) lo_p[out + f] = hi_p[out + f] = 0.0f;
-        if (kTies) tlo_p[out + f] = thi_p[out + f] = 0;
-      }
+      zero_row<float, kMoments, kExtremes, kTies>(sum_p, m2_p, lo_p, hi_p, tlo_p, thi_p, out, channels);
       continue;
     }
     const float inv_degree = 1.0f / static_cast<float>(last - first);
